@@ -1,0 +1,49 @@
+# tracekit: `make demo` and `make test` work from a clean clone on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# torch comes only as the CPU wheel torch==2.13.0 (pyproject pins it); /opt/wheels holds it here.
+WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+
+.PHONY: setup demo test lint typecheck browser sample-traces bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(WHEELS) -e '.[capture,html,dist,fast,test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+# Debian's chromium + chromedriver for the HTML browser tests (root on this machine kind).
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium + chromium-driver (apt)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
+	    || echo "chromium could not be installed: browser tests will skip"; \
+	else echo "chromium not installable here: browser tests will skip"; fi
+
+demo: setup
+	$(BIN)/python -m tracekit.demo
+
+test: setup browser
+	$(BIN)/ruff check tracekit tests benchmarks
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check tracekit tests benchmarks
+
+typecheck: setup
+	$(BIN)/mypy tracekit
+
+sample-traces: setup
+	$(BIN)/python -m tracekit.workloads.samples --out sample_traces
+
+bench: setup
+	$(BIN)/python benchmarks/parse.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info

@@ -1,0 +1,110 @@
+"""The public API: each stage is a function over tables (ARCHITECTURE.md "Data flow").
+
+    files --load--> Run (EVENTS + PROCESS_GROUPS + RANK_INFO)
+          --attribute--> ATTRIBUTED (+ FINDINGS from the lints)
+          --measure--> MEASURED, PHASES (+ extra tables: a2a matrices, fits, stragglers)
+    reports read an Analysis and never recompute.
+
+The CLI is a thin layer over these functions. Stage implementations live in their modules and
+are imported lazily so that importing tracekit stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tracekit import schema
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to read a trace file or run directory."""
+
+    rank: int | None = None  # force the rank of a single file
+    cache_dir: Path | None = None  # Parquet cache; a changed file is re-read
+    on_error: str = "stop"  # "stop" at the first bad rank file, or "skip" it
+    jobs: int | None = None  # processes for per-rank parsing (None = cores)
+    progress: bool = False  # progress bar on a terminal
+    engine: str = "local"  # "local" or "dask"
+    scheduler: str | None = None  # dask scheduler address for engine "dask"
+
+
+@dataclass
+class Run:
+    """Everything read from the files of one run, before any interpretation."""
+
+    events: pa.Table  # EVENTS
+    process_groups: pa.Table  # PROCESS_GROUPS
+    rank_info: pa.Table  # RANK_INFO
+    # (file, reason) for each file skipped with on_error="skip"
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    extra: dict[str, pa.Table] = field(default_factory=dict)  # format-specific side tables
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(set(self.rank_info.column(schema.RANK).to_pylist()))
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """What the later stages need besides the trace."""
+
+    topology: Any | None = None  # tracekit.topology.Topology, or None to infer
+    rules_files: tuple[Path, ...] = ()  # user rule files added to the packaged ones
+    hardware: str | Path | None = None  # profile name ('h200', 'cpu-gloo') or a YAML file
+
+
+@dataclass
+class Analysis:
+    """The result tables of one run; reports read only this."""
+
+    run: Run
+    attributed: pa.Table | None = None  # ATTRIBUTED
+    findings: pa.Table | None = None  # FINDINGS
+    measured: pa.Table | None = None  # MEASURED
+    phases: pa.Table | None = None  # PHASES
+    tables: dict[str, pa.Table] = field(default_factory=dict)  # further named result tables
+    info: dict[str, Any] = field(default_factory=dict)  # topology, hardware, versions
+
+
+def load(path: str | Path, options: LoadOptions | None = None) -> Run:
+    """Read a trace file or a run directory (Kineto or Ascend) into EVENTS."""
+    from tracekit.parsers import load_run
+
+    return load_run(Path(path), options or LoadOptions())
+
+
+def attribute(run: Run, options: AnalyzeOptions | None = None) -> tuple[pa.Table, pa.Table]:
+    """EVENTS -> (ATTRIBUTED, FINDINGS) through the topology and the rules engine."""
+    from tracekit.rules.engine import attribute_run
+
+    return attribute_run(run, options or AnalyzeOptions())
+
+
+def measure(run: Run, attributed: pa.Table, options: AnalyzeOptions | None = None) -> Analysis:
+    """ATTRIBUTED -> MEASURED, PHASES and further tables (bounds, overlap, cross-rank)."""
+    from tracekit.measure import measure_run
+
+    return measure_run(run, attributed, options or AnalyzeOptions())
+
+
+def analyze(
+    path: str | Path,
+    load_options: LoadOptions | None = None,
+    options: AnalyzeOptions | None = None,
+) -> Analysis:
+    """The whole pipeline on one run."""
+    run = load(path, load_options)
+    return analyze_run(run, options)
+
+
+def analyze_run(run: Run, options: AnalyzeOptions | None = None) -> Analysis:
+    opts = options or AnalyzeOptions()
+    attributed, findings = attribute(run, opts)
+    analysis = measure(run, attributed, opts)
+    analysis.findings = findings
+    return analysis

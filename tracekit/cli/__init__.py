@@ -1,0 +1,69 @@
+"""The `tracekit` command: one module per subcommand, registered in SUBCOMMANDS.
+
+Each module defines ``command`` (a click.Command). Heavy imports (torch, holoviews, dask) stay
+inside the command functions so that `tracekit --help` is fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from tracekit import __version__
+from tracekit.errors import TracekitError
+
+# module name under tracekit.cli -> subcommand; a module that does not exist yet is skipped.
+SUBCOMMANDS = (
+    "analyze",
+    "topo",
+    "capture",
+    "calibrate",
+    "check",
+    "diff",
+    "export",
+    "synth",
+    "schema_cmd",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracekit")
+def cli() -> None:
+    """Attribute collectives in distributed LLM traces to groups and paths, and bound them."""
+
+
+def _register() -> None:
+    for mod in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"tracekit.cli.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"tracekit.cli.{mod}":
+                continue
+            raise
+        cli.add_command(module.command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: typed errors become one line on stderr and their exit code."""
+    try:
+        rv = cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
+    except TracekitError as exc:
+        click.echo(f"tracekit: error: {exc.one_line()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("tracekit: interrupted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("tracekit: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,532 @@
+"""The spine: every table tracekit passes between stages, declared once.
+
+Each table is an Arrow schema whose fields carry a ``doc`` and a ``unit`` in their metadata.
+Column names are exported as module constants; no other module spells a column name as a
+string literal. Times are integer nanoseconds. Repeating strings are dictionary-encoded.
+
+Tables (ARCHITECTURE.md "Data flow"):
+
+* ``EVENTS``      one row per trace event of one rank (parsers produce it).
+* ``ATTRIBUTED``  EVENTS plus the rules engine's verdict (kernel class, group, path, phase...).
+* ``MEASURED``    one row per communication event with its bound, efficiency and wait.
+* ``PHASES``      per (rank, phase) time totals, exposed communication and bound.
+* ``FINDINGS``    lints: a rule, a severity, where, and the evidence.
+
+Modules that need further tables (all-to-all matrices, fits, stragglers) declare them here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+import pyarrow as pa
+
+from tracekit.errors import SchemaError
+
+SCHEMA_VERSION = "1"
+
+_DICT = pa.dictionary(pa.int32(), pa.string())
+
+
+def _f(name: str, typ: pa.DataType, doc: str, unit: str = "", nullable: bool = True) -> pa.Field:
+    return pa.field(name, typ, nullable=nullable, metadata={"doc": doc, "unit": unit})
+
+
+# --------------------------------------------------------------------------------------------
+# Column names. Grouped by table; a name shared by two tables means the same thing in both.
+# --------------------------------------------------------------------------------------------
+
+# identity and placement
+RANK = "rank"
+SOURCE = "source"
+PID = "pid"
+TID = "tid"
+DEVICE = "device"
+STREAM = "stream"
+THREAD = "thread"
+EVENT_ID = "event_id"
+
+# time
+TS_NS = "ts_ns"
+DUR_NS = "dur_ns"
+
+# what it is
+NAME = "name"
+CATEGORY = "category"
+KIND = "kind"
+
+# links
+CORRELATION = "correlation"
+EXTERNAL_ID = "external_id"
+PY_ID = "py_id"
+PY_PARENT_ID = "py_parent_id"
+CALL_SITE = "call_site"
+
+# communication metadata (from the trace, never inferred by rules)
+OP = "op"
+COLL_NAME = "coll_name"
+DTYPE = "dtype"
+IN_NELEMS = "in_nelems"
+OUT_NELEMS = "out_nelems"
+IN_BYTES = "in_bytes"
+OUT_BYTES = "out_bytes"
+IN_SPLIT = "in_split"
+OUT_SPLIT = "out_split"
+GROUP_SIZE = "group_size"
+PG_NAME = "pg_name"
+PG_DESC = "pg_desc"
+PG_RANKS = "pg_ranks"
+SEQ = "seq"
+COMMS_ID = "comms_id"
+PEER_RANK = "peer_rank"
+META_SOURCE = "meta_source"
+
+# attribution (ATTRIBUTED)
+KERNEL_CLASS = "kernel_class"
+KERNEL_ROLE = "kernel_role"
+GROUP = "group"
+PATH = "path"
+PHASE = "phase"
+LAYER = "layer"
+LOGICAL_ID = "logical_id"
+IS_INSTANCE = "is_instance"
+RULE_ID = "rule_id"
+STATUS = "status"
+REASON = "reason"
+
+# measurement (MEASURED, PHASES)
+INSTANCE = "instance"
+N_RANKS = "n_ranks"
+MSG_BYTES = "msg_bytes"
+LINK_CLASS = "link_class"
+TRANSFER_NS = "transfer_ns"
+WAIT_NS = "wait_ns"
+SKEW_NS = "skew_ns"
+BOUND_NS = "bound_ns"
+EFFICIENCY = "efficiency"
+ALGBW_GBPS = "algbw_gbps"
+BUSBW_GBPS = "busbw_gbps"
+EXPOSED_NS = "exposed_ns"
+COMM_NS = "comm_ns"
+FUSED_NS = "fused_ns"
+COMPUTE_NS = "compute_ns"
+MEMCPY_NS = "memcpy_ns"
+IDLE_NS = "idle_ns"
+COUNT = "count"
+
+# run metadata (PROCESS_GROUPS, RANK_INFO)
+BACKEND = "backend"
+WORLD_SIZE = "world_size"
+GROUP_RANK = "group_rank"
+FORMAT = "format"
+BASE_TIME_NS = "base_time_ns"
+HOST = "host"
+
+# findings (FINDINGS)
+SEVERITY = "severity"
+RANKS = "ranks"
+MESSAGE = "message"
+EVIDENCE = "evidence"
+
+
+# --------------------------------------------------------------------------------------------
+# Enumerations (values of dictionary columns). Plain strings so that Parquet/JSON keep them.
+# --------------------------------------------------------------------------------------------
+
+
+class Kind:
+    """Values of the ``kind`` column."""
+
+    KERNEL = "kernel"
+    CPU_OP = "cpu_op"
+    PYTHON = "python"
+    ANNOTATION = "annotation"
+    GPU_ANNOTATION = "gpu_annotation"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    RUNTIME = "runtime"
+    COMM_OP = "comm_op"
+    OTHER = "other"
+
+    ALL = (
+        KERNEL, CPU_OP, PYTHON, ANNOTATION, GPU_ANNOTATION, MEMCPY, MEMSET, RUNTIME, COMM_OP, OTHER,
+    )
+
+
+class Op:
+    """Normalised collective operations (values of the ``op`` column)."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    ALL_GATHERV = "all_gatherv"
+    REDUCE_SCATTER = "reduce_scatter"
+    REDUCE_SCATTERV = "reduce_scatterv"
+    ALL_TO_ALL = "all_to_all"
+    ALL_TO_ALLV = "all_to_allv"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    SEND = "send"
+    RECV = "recv"
+    SEND_RECV = "send_recv"
+    GATHER = "gather"
+    SCATTER = "scatter"
+    BARRIER = "barrier"
+    DISPATCH = "dispatch"
+    COMBINE = "combine"
+    FUSED_MOE = "fused_moe"
+    OTHER = "other"
+
+    ALL = (
+        ALL_REDUCE, ALL_GATHER, ALL_GATHERV, REDUCE_SCATTER, REDUCE_SCATTERV, ALL_TO_ALL,
+        ALL_TO_ALLV, BROADCAST, REDUCE, SEND, RECV, SEND_RECV, GATHER, SCATTER, BARRIER,
+        DISPATCH, COMBINE, FUSED_MOE, OTHER,
+    )
+
+
+class KernelClass:
+    """Values of ``kernel_class``: what a span of device (or comm-thread) time was doing."""
+
+    COMM = "communication"
+    FUSED = "fused"
+    COMPUTE = "compute"
+    MEMCPY = "memcpy"
+    OTHER = "other"
+
+    ALL = (COMM, FUSED, COMPUTE, MEMCPY, OTHER)
+
+
+class Status:
+    """Values of ``status`` in ATTRIBUTED."""
+
+    ATTRIBUTED = "attributed"
+    AMBIGUOUS = "ambiguous"
+    UNATTRIBUTED = "unattributed"
+
+    ALL = (ATTRIBUTED, AMBIGUOUS, UNATTRIBUTED)
+
+
+class Group:
+    """Values of ``group``: the communicator, named as SGLang's parallel state names it."""
+
+    TP = "TP"
+    ATTN_TP = "ATTN_TP"
+    ATTN_CP = "ATTN_CP"
+    MOE_EP = "MOE_EP"
+    MOE_TP = "MOE_TP"
+    MOE_DP = "MOE_DP"
+    DP = "DP"  # a native DP replica's group (DP attention off)
+    PP = "PP"
+    WORLD = "WORLD"
+
+    ALL = (TP, ATTN_TP, ATTN_CP, MOE_EP, MOE_TP, MOE_DP, DP, PP, WORLD)
+
+
+class Phase:
+    """Values of ``phase``."""
+
+    ATTENTION_REDUCE = "attention_reduce"
+    DP_GATHER = "dp_gather"
+    DISPATCH = "dispatch"
+    EXPERTS = "experts"
+    COMBINE = "combine"
+    OTHER = "other"
+
+    ALL = (ATTENTION_REDUCE, DP_GATHER, DISPATCH, EXPERTS, COMBINE, OTHER)
+
+
+class PathLabel:
+    """Values of ``path``: which variant of which step a collective belongs to.
+
+    The workload's ground-truth sidecars and the rules engine use exactly these labels.
+    ``PHASE_OF`` maps each label to its phase.
+    """
+
+    ATTN_FULL_TP = "attn_reduce.full_tp"  # AllReduce on TP inside RowParallelLinear
+    ATTN_TP = "attn_reduce.attn_tp"  # attn_tp_all_reduce on ATTN_TP (1 < attn_tp < tp)
+    GATHER_V = "dp_gather.gatherv"  # all_gatherv (variable-length gather)
+    GATHER_AR = "dp_gather.allreduce"  # SUM_LEN zero-fill AllReduce over TP
+    GATHER_AG = "dp_gather.allgather"  # MAX_LEN AllGather over TP (attn_tp == 1)
+    GATHER_RS_AG = "dp_gather.rs_ag"  # MAX_LEN ReduceScatter in ATTN_TP, then AllGather over TP
+    COMBINE_A = "combine.a_allreduce"  # post-expert AllReduce on TP + dp_scatter (no comm)
+    COMBINE_B = "combine.b_reduce_scatterv"  # tp reduce_scatterv with per-DP real counts
+    COMBINE_C = "combine.c_reduce_scatter"  # equal-length reduce_scatter (dp_reduce_scatter_tensor)
+    NO_DPA_MOE_AR = "combine.tp_allreduce"  # no DP attention: post-expert AllReduce on TP
+    DEEPEP_NORMAL_DISPATCH = "deepep.normal.dispatch"
+    DEEPEP_NORMAL_COMBINE = "deepep.normal.combine"
+    DEEPEP_LL_DISPATCH = "deepep.ll.dispatch"
+    DEEPEP_LL_COMBINE = "deepep.ll.combine"
+    DEEPEP_LAYOUT = "deepep.layout"  # layout / notify kernels (metadata exchange)
+    FUSEEP = "fuseep"  # fused dispatch + expert GEMMs + combine (Ascend FuseEP)
+    OTHER = "other"  # setup, barriers, object exchange, anything outside a layer's paths
+
+    PHASE_OF: ClassVar[dict[str, str]] = {
+        ATTN_FULL_TP: Phase.ATTENTION_REDUCE,
+        ATTN_TP: Phase.ATTENTION_REDUCE,
+        GATHER_V: Phase.DP_GATHER,
+        GATHER_AR: Phase.DP_GATHER,
+        GATHER_AG: Phase.DP_GATHER,
+        GATHER_RS_AG: Phase.DP_GATHER,
+        COMBINE_A: Phase.COMBINE,
+        COMBINE_B: Phase.COMBINE,
+        COMBINE_C: Phase.COMBINE,
+        NO_DPA_MOE_AR: Phase.COMBINE,
+        DEEPEP_NORMAL_DISPATCH: Phase.DISPATCH,
+        DEEPEP_NORMAL_COMBINE: Phase.COMBINE,
+        DEEPEP_LL_DISPATCH: Phase.DISPATCH,
+        DEEPEP_LL_COMBINE: Phase.COMBINE,
+        DEEPEP_LAYOUT: Phase.DISPATCH,
+        FUSEEP: Phase.EXPERTS,
+        OTHER: Phase.OTHER,
+    }
+
+    ALL = tuple(PHASE_OF)
+
+
+class MetaSource:
+    """Where an event's communication metadata came from (``meta_source``)."""
+
+    ARGS = "args"  # the event's own args (record_param_comms, or kineto-enriched kernel)
+    LINKED = "linked"  # copied from the record_param_comms op that launched it
+    INPUTS = "inputs"  # c10d op Concrete Inputs / Input Dims (gloo)
+    NAME = "name"  # only the kernel / op name says what it is
+    ASCEND = "ascend"  # Ascend profiler export (HCCL op tables)
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------------------------
+
+_I64_LIST = pa.list_(pa.int64())
+_I32_LIST = pa.list_(pa.int32())
+
+EVENTS = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank of the process that wrote the trace", nullable=False),
+        _f(SOURCE, _DICT, "path of the file the event came from"),
+        _f(EVENT_ID, pa.int64(), "index of the event within its rank (stable per file)",
+           nullable=False),
+        _f(PID, pa.int64(), "trace pid: host process id, or the device index for GPU events"),
+        _f(TID, pa.int64(), "trace tid: host thread id, or the stream id for GPU events"),
+        _f(DEVICE, pa.int32(), "device (GPU/NPU) index for device events, null on the host"),
+        _f(STREAM, pa.int64(), "device stream id for device events, null on the host"),
+        _f(THREAD, _DICT, "thread or stream name from the trace metadata"),
+        _f(TS_NS, pa.int64(), "start time, exact integer nanoseconds", "ns", nullable=False),
+        _f(DUR_NS, pa.int64(), "duration, exact integer nanoseconds", "ns", nullable=False),
+        _f(NAME, _DICT, "event name as written in the trace"),
+        _f(CATEGORY, _DICT, "trace category (cat) as written"),
+        _f(KIND, _DICT, "normalised kind, one of schema.Kind"),
+        _f(CORRELATION, pa.int64(), "CUDA/CANN correlation id linking a launch and its kernel"),
+        _f(EXTERNAL_ID, pa.int64(), "External id: the linked CPU op of a kernel or launch"),
+        _f(PY_ID, pa.int64(), "python_function id (Python id)"),
+        _f(PY_PARENT_ID, pa.int64(), "python_function parent id (Python parent id)"),
+        _f(CALL_SITE, _DICT, "innermost user python frames enclosing the event, ' <- ' joined"),
+        _f(OP, _DICT, "normalised collective, one of schema.Op; null when not communication"),
+        _f(COLL_NAME, _DICT, "raw collective name from the args ('allreduce', '_allgather_base')"),
+        _f(DTYPE, _DICT, "element type as the trace names it ('Float', 'BFloat16', 'FP32')"),
+        _f(IN_NELEMS, pa.int64(), "input element count", "elements"),
+        _f(OUT_NELEMS, pa.int64(), "output element count", "elements"),
+        _f(IN_BYTES, pa.int64(), "input bytes = in_nelems x dtype size", "B"),
+        _f(OUT_BYTES, pa.int64(), "output bytes = out_nelems x dtype size", "B"),
+        _f(IN_SPLIT, _I64_LIST, "input split sizes of a v-collective (first dim rows)", "rows"),
+        _f(OUT_SPLIT, _I64_LIST, "output split sizes of a v-collective (first dim rows)", "rows"),
+        _f(GROUP_SIZE, pa.int32(), "number of ranks in the process group", "ranks"),
+        _f(PG_NAME, _DICT, "process group name (torch pg_name / HCCL group hash)"),
+        _f(PG_DESC, _DICT, "process group description ('tp:device', 'default_pg')"),
+        _f(PG_RANKS, _I32_LIST, "global ranks of the process group"),
+        _f(SEQ, pa.int64(), "per-group sequence number when the trace has it"),
+        _f(COMMS_ID, pa.uint64(), "Comms Id: the same on every rank of one collective"),
+        _f(PEER_RANK, pa.int32(), "peer global rank of a send/recv (or root of broadcast/reduce)"),
+        _f(META_SOURCE, _DICT, "where the communication metadata came from, schema.MetaSource"),
+    ],
+    metadata={"table": "EVENTS", "schema_version": SCHEMA_VERSION},
+)
+
+ATTRIBUTION_FIELDS = [
+    _f(KERNEL_CLASS, _DICT, "communication, fused, compute, memcpy or other (schema.KernelClass)"),
+    _f(KERNEL_ROLE, _DICT, "role inside a library: layout, notify, dispatch, combine..."),
+    _f(GROUP, _DICT, "communicator: TP, ATTN_TP, ATTN_CP, MOE_EP, MOE_TP, MOE_DP, DP, PP, WORLD"),
+    _f(PATH, _DICT, "execution path the event belongs to (attn_reduce.tp, combine.rsv, deepep...)"),
+    _f(PHASE, _DICT, "attention_reduce, dp_gather, dispatch, experts, combine or other"),
+    _f(LAYER, pa.int32(), "decoder layer index, null when the event is outside any layer"),
+    _f(LOGICAL_ID, pa.int64(), "one id for kernels that form one logical collective"),
+    _f(IS_INSTANCE, pa.bool_(), "this row carries the collective's time on its rank: the device "
+       "kernel, the gloo runloop annotation or the HCCL op (not the CPU wrappers around it)"),
+    _f(RULE_ID, _DICT, "id of the rule that decided group/path"),
+    _f(STATUS, _DICT, "attributed, ambiguous or unattributed (schema.Status)"),
+    _f(REASON, pa.string(), "the evidence chain, candidates listed when ambiguous"),
+]
+
+ATTRIBUTED = pa.schema(
+    list(EVENTS) + ATTRIBUTION_FIELDS,
+    metadata={"table": "ATTRIBUTED", "schema_version": SCHEMA_VERSION},
+)
+
+MEASURED = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(EVENT_ID, pa.int64(), "the communication event (EVENTS.event_id) on that rank"),
+        _f(INSTANCE, pa.int64(), "one id per collective instance across ranks"),
+        _f(NAME, _DICT, "event name"),
+        _f(OP, _DICT, "normalised collective"),
+        _f(GROUP, _DICT, "communicator"),
+        _f(PATH, _DICT, "execution path"),
+        _f(PHASE, _DICT, "phase"),
+        _f(LAYER, pa.int32(), "decoder layer"),
+        _f(KERNEL_CLASS, _DICT, "communication or fused"),
+        _f(TS_NS, pa.int64(), "start", "ns"),
+        _f(DUR_NS, pa.int64(), "duration on this rank", "ns"),
+        _f(MSG_BYTES, pa.int64(), "message size S (nccl-tests convention)", "B"),
+        _f(N_RANKS, pa.int32(), "ranks taking part", "ranks"),
+        _f(LINK_CLASS, _DICT, "link class used for the bound (nvlink, ib, hccs, pcie, gloo...)"),
+        _f(TRANSFER_NS, pa.int64(), "transfer time: the minimum duration over ranks", "ns"),
+        _f(WAIT_NS, pa.int64(), "this rank's duration minus the transfer time", "ns"),
+        _f(SKEW_NS, pa.int64(), "this rank's start minus the earliest start of the instance", "ns"),
+        _f(BOUND_NS, pa.int64(), "alpha-beta lower bound for this collective", "ns"),
+        _f(EFFICIENCY, pa.float64(), "bound / transfer time", "ratio"),
+        _f(ALGBW_GBPS, pa.float64(), "S / transfer time", "GB/s (1e9)"),
+        _f(BUSBW_GBPS, pa.float64(), "algbw x nccl-tests bus factor", "GB/s (1e9)"),
+        _f(EXPOSED_NS, pa.int64(), "part not overlapped by compute on the same device", "ns"),
+    ],
+    metadata={"table": "MEASURED", "schema_version": SCHEMA_VERSION},
+)
+
+PHASES = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank; null for the all-rank total"),
+        _f(PHASE, _DICT, "phase"),
+        _f(LAYER, pa.int32(), "decoder layer; null for all layers"),
+        _f(COUNT, pa.int64(), "communication events in the phase"),
+        _f(MSG_BYTES, pa.int64(), "bytes moved (sum of S)", "B"),
+        _f(COMM_NS, pa.int64(), "pure communication time", "ns"),
+        _f(FUSED_NS, pa.int64(), "fused compute-plus-exchange time", "ns"),
+        _f(COMPUTE_NS, pa.int64(), "compute time", "ns"),
+        _f(MEMCPY_NS, pa.int64(), "memcpy / memset time", "ns"),
+        _f(EXPOSED_NS, pa.int64(), "communication not overlapped by compute", "ns"),
+        _f(TRANSFER_NS, pa.int64(), "sum of transfer times", "ns"),
+        _f(WAIT_NS, pa.int64(), "sum of waits", "ns"),
+        _f(BOUND_NS, pa.int64(), "sum of bounds", "ns"),
+        _f(EFFICIENCY, pa.float64(), "bound / transfer time over the phase", "ratio"),
+    ],
+    metadata={"table": "PHASES", "schema_version": SCHEMA_VERSION},
+)
+
+FINDINGS = pa.schema(
+    [
+        _f(RULE_ID, _DICT, "lint rule id", nullable=False),
+        _f(SEVERITY, _DICT, "error, warning or info"),
+        _f(LAYER, pa.int32(), "decoder layer, null when not layer-specific"),
+        _f(RANKS, _I32_LIST, "ranks where it was seen"),
+        _f(GROUP, _DICT, "communicator concerned"),
+        _f(PATH, _DICT, "path concerned"),
+        _f(MESSAGE, pa.string(), "one sentence for a person"),
+        _f(EVIDENCE, pa.string(), "the events and facts that support it"),
+    ],
+    metadata={"table": "FINDINGS", "schema_version": SCHEMA_VERSION},
+)
+
+PROCESS_GROUPS = pa.schema(
+    [
+        _f(RANK, pa.int32(), "rank whose trace declared the group", nullable=False),
+        _f(PG_NAME, _DICT, "process group name (torch pg_name, HCCL communicator name)"),
+        _f(PG_DESC, _DICT, "description (torch pg_desc / group_desc, HCCL group_name)"),
+        _f(PG_RANKS, _I32_LIST, "global ranks of the group"),
+        _f(GROUP_SIZE, pa.int32(), "group size", "ranks"),
+        _f(GROUP_RANK, pa.int32(), "this rank's index in the group"),
+        _f(BACKEND, _DICT, "backend config ('cpu:gloo,cuda:gloo', 'cuda:nccl', 'hccl')"),
+    ],
+    metadata={"table": "PROCESS_GROUPS", "schema_version": SCHEMA_VERSION},
+)
+
+RANK_INFO = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(SOURCE, pa.string(), "file or directory the rank was read from"),
+        _f(FORMAT, _DICT, "kineto or ascend"),
+        _f(BACKEND, _DICT, "distributed backend (nccl, gloo, hccl)"),
+        _f(WORLD_SIZE, pa.int32(), "world size the trace declares"),
+        _f(HOST, _DICT, "host name"),
+        _f(BASE_TIME_NS, pa.int64(), "epoch offset of ts_ns (baseTimeNanoseconds)", "ns"),
+        _f(COUNT, pa.int64(), "events read"),
+    ],
+    metadata={"table": "RANK_INFO", "schema_version": SCHEMA_VERSION},
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "EVENTS": EVENTS,
+    "ATTRIBUTED": ATTRIBUTED,
+    "MEASURED": MEASURED,
+    "PHASES": PHASES,
+    "FINDINGS": FINDINGS,
+    "PROCESS_GROUPS": PROCESS_GROUPS,
+    "RANK_INFO": RANK_INFO,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _same_type(actual: pa.DataType, expected: pa.DataType) -> bool:
+    if actual.equals(expected):
+        return True
+    # A dictionary column may also arrive decoded (plain string) from a reader; a plain string
+    # is accepted where a dictionary of strings is declared, and vice versa.
+    def base(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_dictionary(t):
+            return t.value_type
+        if pa.types.is_large_string(t):
+            return pa.string()
+        return t
+
+    return base(actual).equals(base(expected))
+
+
+def validate(table: pa.Table, schema: pa.Schema = EVENTS, *, name: str | None = None) -> None:
+    """Raise SchemaError when a column of ``schema`` is missing or has another type."""
+    label = name or (schema.metadata or {}).get(b"table", b"table").decode()
+    missing = [f.name for f in schema if f.name not in table.column_names]
+    if missing:
+        raise SchemaError(f"{label}: missing column(s) {', '.join(missing)}")
+    for f in schema:
+        actual = table.schema.field(f.name).type
+        if not _same_type(actual, f.type):
+            raise SchemaError(f"{label}: column {f.name} is {actual}, expected {f.type}")
+        if not f.nullable and table.column(f.name).null_count:
+            raise SchemaError(f"{label}: column {f.name} has nulls")
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Select and cast the columns of ``schema`` in order; absent columns become nulls."""
+    n = table.num_rows
+    cols = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            if not col.type.equals(f.type):
+                col = col.cast(f.type)
+        else:
+            col = pa.nulls(n, f.type)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+def columns_doc(schema: pa.Schema) -> Iterable[tuple[str, str, str, str]]:
+    """(name, type, unit, doc) for every field: used by the docs and `tracekit schema`."""
+    for f in schema:
+        md = f.metadata or {}
+        yield (
+            f.name,
+            str(f.type),
+            md.get(b"unit", b"").decode(),
+            md.get(b"doc", b"").decode(),
+        )
+
+
+def names(schema: pa.Schema) -> Sequence[str]:
+    return [f.name for f in schema]
