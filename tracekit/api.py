@@ -106,5 +106,13 @@ def analyze_run(run: Run, options: AnalyzeOptions | None = None) -> Analysis:
     opts = options or AnalyzeOptions()
     attributed, findings = attribute(run, opts)
     analysis = measure(run, attributed, opts)
-    analysis.findings = findings
+    analysis.findings = _concat_findings(findings, analysis.findings)
     return analysis
+
+
+def _concat_findings(*tables: pa.Table | None) -> pa.Table:
+    """Rules' lints first, then the measure stage's (stragglers): one FINDINGS table."""
+    parts = [schema.conform(t, schema.FINDINGS) for t in tables if t is not None]
+    if not parts:
+        return schema.empty(schema.FINDINGS)
+    return pa.concat_tables(parts).combine_chunks()

@@ -114,6 +114,7 @@ COMPUTE_NS = "compute_ns"
 MEMCPY_NS = "memcpy_ns"
 IDLE_NS = "idle_ns"
 COUNT = "count"
+LATENCY_BOUND = "latency_bound"  # measure
 
 # run metadata (PROCESS_GROUPS, RANK_INFO)
 BACKEND = "backend"
@@ -387,6 +388,8 @@ MEASURED = pa.schema(
         _f(ALGBW_GBPS, pa.float64(), "S / transfer time", "GB/s (1e9)"),
         _f(BUSBW_GBPS, pa.float64(), "algbw x nccl-tests bus factor", "GB/s (1e9)"),
         _f(EXPOSED_NS, pa.int64(), "part not overlapped by compute on the same device", "ns"),
+        _f(LATENCY_BOUND, pa.bool_(), "the bound's latency term alpha is at least its "
+           "bandwidth term: efficiency then compares with a modelled latency"),
     ],
     metadata={"table": "MEASURED", "schema_version": SCHEMA_VERSION},
 )
@@ -461,6 +464,276 @@ TABLES: dict[str, pa.Schema] = {
     "PROCESS_GROUPS": PROCESS_GROUPS,
     "RANK_INFO": RANK_INFO,
 }
+
+# --- measure --- (tracekit.measure: time classes, all-to-all matrices, fits, stragglers)
+
+SPAN_NS = "span_ns"
+SRC_RANK = "src_rank"
+DST_RANK = "dst_rank"
+SEND_BYTES = "send_bytes"
+RECV_BYTES = "recv_bytes"
+MEAN_BYTES = "mean_bytes"
+IMBALANCE = "imbalance"
+BALANCED_NS = "balanced_ns"
+LOST_IMBALANCE_NS = "lost_imbalance_ns"
+LOST_LINKS_NS = "lost_links_ns"
+ALPHA_NS = "alpha_ns"
+BW_GBPS = "bw_gbps"
+PROFILE_ALPHA_NS = "profile_alpha_ns"
+PROFILE_BW_GBPS = "profile_bw_gbps"
+METHOD = "method"
+LAST_COUNT = "last_count"
+CAUSED_WAIT_NS = "caused_wait_ns"
+SHARE = "share"
+
+TIME_CLASSES = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(PID, pa.int64(), "the device: trace pid of a GPU/NPU (device index) or, on CPU-only "
+           "traces, the host process"),
+        _f(TID, pa.int64(), "stream (GPU) or thread (CPU); null for the whole device"),
+        _f(SPAN_NS, pa.int64(), "first start to last end of busy time on the device", "ns"),
+        _f(COMM_NS, pa.int64(), "pure communication busy time (union of intervals)", "ns"),
+        _f(FUSED_NS, pa.int64(), "fused compute-plus-exchange busy time", "ns"),
+        _f(COMPUTE_NS, pa.int64(), "compute busy time", "ns"),
+        _f(MEMCPY_NS, pa.int64(), "memcpy / memset busy time", "ns"),
+        _f(IDLE_NS, pa.int64(), "span minus the union of all busy time", "ns"),
+        _f(EXPOSED_NS, pa.int64(), "communication not overlapped by compute or fused time on "
+           "the same device", "ns"),
+    ],
+    metadata={"table": "TIME_CLASSES", "schema_version": SCHEMA_VERSION},
+)
+
+A2A_MATRIX = pa.schema(
+    [
+        _f(INSTANCE, pa.int64(), "collective instance (MEASURED.instance)", nullable=False),
+        _f(SRC_RANK, pa.int32(), "global rank that sends", nullable=False),
+        _f(DST_RANK, pa.int32(), "global rank that receives", nullable=False),
+        _f(MSG_BYTES, pa.int64(), "bytes C[src][dst]", "B"),
+        _f(LINK_CLASS, _DICT, "link class between src and dst (self traffic: 'local')"),
+    ],
+    metadata={"table": "A2A_MATRIX", "schema_version": SCHEMA_VERSION},
+)
+
+A2A = pa.schema(
+    [
+        _f(INSTANCE, pa.int64(), "collective instance (MEASURED.instance)", nullable=False),
+        _f(OP, _DICT, "normalised collective"),
+        _f(GROUP, _DICT, "communicator"),
+        _f(PATH, _DICT, "execution path"),
+        _f(PHASE, _DICT, "phase"),
+        _f(LAYER, pa.int32(), "decoder layer"),
+        _f(N_RANKS, pa.int32(), "ranks taking part", "ranks"),
+        _f(LINK_CLASS, _DICT, "link class these bytes cross"),
+        _f(SEND_BYTES, pa.int64(), "busiest rank's bytes sent over this link class", "B"),
+        _f(RECV_BYTES, pa.int64(), "busiest rank's bytes received over this link class", "B"),
+        _f(MEAN_BYTES, pa.float64(), "mean over ranks of max(send, recv) on this link class", "B"),
+        _f(IMBALANCE, pa.float64(), "max / mean of per-rank max(send, recv)", "ratio"),
+        _f(TRANSFER_NS, pa.int64(), "transfer time of the instance (min over ranks)", "ns"),
+        _f(BOUND_NS, pa.int64(), "alpha + busiest rank's bytes / bandwidth", "ns"),
+        _f(BALANCED_NS, pa.int64(), "alpha + mean bytes / bandwidth: the bound if balanced", "ns"),
+        _f(LOST_IMBALANCE_NS, pa.int64(), "(max - mean) bytes / bandwidth", "ns"),
+        _f(LOST_LINKS_NS, pa.int64(), "transfer - bound: time the links were under-used", "ns"),
+    ],
+    metadata={"table": "A2A", "schema_version": SCHEMA_VERSION},
+)
+
+FITS = pa.schema(
+    [
+        _f(GROUP, _DICT, "communicator"),
+        _f(OP, _DICT, "normalised collective"),
+        _f(LINK_CLASS, _DICT, "link class"),
+        _f(COUNT, pa.int64(), "matched instances used in the fit"),
+        _f(ALPHA_NS, pa.float64(), "fitted latency (intercept)", "ns"),
+        _f(BW_GBPS, pa.float64(), "fitted bus bandwidth 1 / slope of transfer vs bus bytes; null "
+           "when the sizes do not vary", "GB/s (1e9)"),
+        _f(PROFILE_ALPHA_NS, pa.float64(), "the hardware profile's alpha", "ns"),
+        _f(PROFILE_BW_GBPS, pa.float64(), "the hardware profile's achievable bus bandwidth",
+           "GB/s (1e9)"),
+        _f(METHOD, _DICT, "fit method (theil-sen, median when the sizes do not vary)"),
+    ],
+    metadata={"table": "FITS", "schema_version": SCHEMA_VERSION},
+)
+
+STRAGGLERS = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(COUNT, pa.int64(), "matched multi-rank instances the rank took part in"),
+        _f(LAST_COUNT, pa.int64(), "instances where this rank started last"),
+        _f(CAUSED_WAIT_NS, pa.int64(), "other ranks' wait in the instances it started last", "ns"),
+        _f(WAIT_NS, pa.int64(), "this rank's own total wait", "ns"),
+        _f(SHARE, pa.float64(), "caused wait / all ranks' wait", "ratio"),
+    ],
+    metadata={"table": "STRAGGLERS", "schema_version": SCHEMA_VERSION},
+)
+
+TABLES.update(
+    {
+        "TIME_CLASSES": TIME_CLASSES,
+        "A2A_MATRIX": A2A_MATRIX,
+        "A2A": A2A,
+        "FITS": FITS,
+        "STRAGGLERS": STRAGGLERS,
+    }
+)
+
+# --- end measure ---
+
+# --- ascend --- (tracekit.parsers.ascend: communication.json / analysis.db side tables, Run.extra)
+# Keys of Run.extra: "ascend_comm_ops" (ASCEND_COMM_OPS), "ascend_comm_bandwidth"
+# (ASCEND_COMM_BANDWIDTH), "ascend_comm_matrix" (ASCEND_COMM_MATRIX), "ascend_devices"
+# (ASCEND_DEVICES). Join to EVENTS on (rank, event_id): the HCCL op row the numbers belong to.
+
+GROUP_HASH = "group_hash"
+STEP = "step"
+COMM_KIND = "comm_kind"
+SYNC_NS = "sync_ns"
+TRANSPORT = "transport"
+TRANSIT_BYTES = "transit_bytes"
+BANDWIDTH_GBPS = "bandwidth_gbps"
+IN_SDMA = "in_sdma"
+HCCL_OP = "hccl_op"
+
+ASCEND_COMM_OPS = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(EVENT_ID, pa.int64(), "the HCCL op in EVENTS (null when no event matched)"),
+        _f(NAME, _DICT, "HCCL op name (hcom_allReduce__586_0_1)"),
+        _f(GROUP_HASH, _DICT, "communicator hash after '@' = double_hash(HCCL comm name)"),
+        _f(PG_NAME, _DICT, "HCCL communicator name when parallel_group_info resolves the hash"),
+        _f(STEP, _DICT, "step key ('step50', or 'step' when the run had no steps)"),
+        _f(COMM_KIND, _DICT, "'collective' or 'p2p'"),
+        _f(TS_NS, pa.int64(), "Start Timestamp(us) (the JSON literal, exact)", "ns"),
+        _f(DUR_NS, pa.int64(), "Elapse Time: the whole op", "ns"),
+        _f(TRANSFER_NS, pa.int64(), "Transit Time: time on the SDMA + RDMA links", "ns"),
+        _f(WAIT_NS, pa.int64(), "Wait Time: all notify waits of the op on this rank", "ns"),
+        _f(SYNC_NS, pa.int64(), "Synchronization Time: wait before the first transfer", "ns"),
+        _f(IDLE_NS, pa.int64(), "Idle Time = Elapse - Transit - Wait", "ns"),
+    ],
+    metadata={"table": "ASCEND_COMM_OPS", "schema_version": SCHEMA_VERSION},
+)
+
+ASCEND_COMM_BANDWIDTH = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(EVENT_ID, pa.int64(), "the HCCL op in EVENTS (null when no event matched)"),
+        _f(NAME, _DICT, "HCCL op name"),
+        _f(GROUP_HASH, _DICT, "communicator hash"),
+        _f(STEP, _DICT, "step key"),
+        _f(TRANSPORT, _DICT, "RDMA, HCCS, PCIE, SDMA or SIO"),
+        _f(IN_SDMA, pa.bool_(), "HCCS, PCIE and SIO are already inside SDMA: never add them to it"),
+        _f(TRANSIT_BYTES, pa.int64(), "Transit Size (MB = 1e6 B)", "B"),
+        _f(TRANSFER_NS, pa.int64(), "Transit Time on this transport", "ns"),
+        _f(BANDWIDTH_GBPS, pa.float64(), "Bandwidth as written (MB/ms)", "GB/s (1e9)"),
+    ],
+    metadata={"table": "ASCEND_COMM_BANDWIDTH", "schema_version": SCHEMA_VERSION},
+)
+
+ASCEND_COMM_MATRIX = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank whose export holds the link", nullable=False),
+        _f(NAME, _DICT, "matrix key: 'allreduce-top1' style bucket or an HCCL op name"),
+        _f(HCCL_OP, _DICT, "Op Name of the bucket's representative op (null for totals)"),
+        _f(GROUP_HASH, _DICT, "communicator hash"),
+        _f(STEP, _DICT, "step key"),
+        _f(COMM_KIND, _DICT, "'collective' or 'p2p'"),
+        _f(SRC_RANK, pa.int32(), "source rank, local to the group"),
+        _f(DST_RANK, pa.int32(), "destination rank, local to the group"),
+        _f(TRANSPORT, _DICT, "HCCS, PCIE, RDMA, LOCAL or SIO"),
+        _f(TRANSIT_BYTES, pa.int64(), "Transit Size (MB = 1e6 B)", "B"),
+        _f(TRANSFER_NS, pa.int64(), "Transit Time", "ns"),
+        _f(BANDWIDTH_GBPS, pa.float64(), "Bandwidth as written", "GB/s (1e9)"),
+    ],
+    metadata={"table": "ASCEND_COMM_MATRIX", "schema_version": SCHEMA_VERSION},
+)
+
+DEVICE_MODEL = "device_model"
+
+ASCEND_DEVICES = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(DEVICE, pa.int32(), "NPU index of the rank (db RANK_DEVICE_MAP, or trace_view pids)"),
+        _f(DEVICE_MODEL, _DICT, "NPU model as the export names it (db NPU_INFO: 'Ascend910B')"),
+    ],
+    metadata={"table": "ASCEND_DEVICES", "schema_version": SCHEMA_VERSION},
+)
+
+TABLES.update(
+    {
+        "ASCEND_COMM_OPS": ASCEND_COMM_OPS,
+        "ASCEND_COMM_BANDWIDTH": ASCEND_COMM_BANDWIDTH,
+        "ASCEND_COMM_MATRIX": ASCEND_COMM_MATRIX,
+        "ASCEND_DEVICES": ASCEND_DEVICES,
+    }
+)
+
+# --- end ascend ---
+
+# --- rules --- (tracekit.topology and tracekit.rules: rank coordinates, summaries)
+
+NODE = "node"
+LOCAL_DEVICE = "local_device"
+DP_RANK = "dp_rank"
+PP_RANK = "pp_rank"
+TP_RANK = "tp_rank"
+ATTN_DP_RANK = "attn_dp_rank"
+ATTN_CP_RANK = "attn_cp_rank"
+ATTN_TP_RANK = "attn_tp_rank"
+MOE_DP_RANK = "moe_dp_rank"
+MOE_EP_RANK = "moe_ep_rank"
+MOE_TP_RANK = "moe_tp_rank"
+MEMBERS = "members"
+ALIAS_OF = "alias_of"
+AMBIGUOUS_COUNT = "ambiguous_count"
+UNATTRIBUTED_COUNT = "unattributed_count"
+
+RANK_COORDS = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(NODE, pa.int32(), "node index (rank // devices per node)"),
+        _f(LOCAL_DEVICE, pa.int32(), "device index within the node"),
+        _f(DP_RANK, pa.int32(), "native DP replica (DP attention off); 0 otherwise"),
+        _f(PP_RANK, pa.int32(), "pipeline stage"),
+        _f(TP_RANK, pa.int32(), "rank inside its TP group"),
+        _f(ATTN_DP_RANK, pa.int32(), "attention DP shard (tp_rank // (attn_tp * attn_cp))"),
+        _f(ATTN_CP_RANK, pa.int32(), "attention context-parallel rank"),
+        _f(ATTN_TP_RANK, pa.int32(), "rank inside the attention TP group (fastest)"),
+        _f(MOE_DP_RANK, pa.int32(), "MoE data-parallel rank"),
+        _f(MOE_EP_RANK, pa.int32(), "MoE expert-parallel rank"),
+        _f(MOE_TP_RANK, pa.int32(), "MoE tensor-parallel rank (fastest)"),
+    ],
+    metadata={"table": "RANK_COORDS", "schema_version": SCHEMA_VERSION},
+)
+
+GROUP_MEMBERS = pa.schema(
+    [
+        _f(GROUP, _DICT, "communicator role (schema.Group)", nullable=False),
+        _f(MEMBERS, _I32_LIST, "global ranks of one instance of the group, in group order"),
+        _f(ALIAS_OF, _DICT, "the group this one IS (same communicator), null when distinct"),
+    ],
+    metadata={"table": "GROUP_MEMBERS", "schema_version": SCHEMA_VERSION},
+)
+
+COMM_SUMMARY = pa.schema(
+    [
+        _f(GROUP, _DICT, "communicator (null: not attributed)"),
+        _f(PATH, _DICT, "execution path (null in the per-group table)"),
+        _f(OP, _DICT, "normalised collective (null in the per-group/per-path tables)"),
+        _f(COUNT, pa.int64(), "collective instances summed over ranks (logical collectives)"),
+        _f(N_RANKS, pa.int32(), "ranks where they were seen", "ranks"),
+        _f(MSG_BYTES, pa.int64(), "bytes summed over instances and ranks", "B"),
+        _f(COMM_NS, pa.int64(), "time of the instances summed over ranks", "ns"),
+        _f(AMBIGUOUS_COUNT, pa.int64(), "instances whose group stayed ambiguous"),
+        _f(UNATTRIBUTED_COUNT, pa.int64(), "instances with no group"),
+    ],
+    metadata={"table": "COMM_SUMMARY", "schema_version": SCHEMA_VERSION},
+)
+
+TABLES.update(
+    {"RANK_COORDS": RANK_COORDS, "GROUP_MEMBERS": GROUP_MEMBERS, "COMM_SUMMARY": COMM_SUMMARY}
+)
+
+# --- end rules ---
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,50 @@
+"""Holistic Trace Analysis (HTA), the peer of the parse benchmark, in a venv of its own.
+
+The venv lives in ``benchmarks/_work/hta-venv`` (git-ignored) and holds PyPI
+``holistictraceanalysis`` at the pinned version; it is created on first use.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+HTA_VERSION = "0.5.0"
+WORK = Path(__file__).resolve().parent / "_work"
+VENV = WORK / "hta-venv"
+
+LOAD_SCRIPT = r"""
+import json, sys, time
+from hta.trace_analysis import TraceAnalysis
+t = time.perf_counter()
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+elapsed = time.perf_counter() - t
+frames = analysis.t.traces
+print(json.dumps({"load_s": elapsed, "events": int(sum(len(df) for df in frames.values())),
+                  "ranks": sorted(int(r) for r in frames)}))
+"""
+
+
+def hta_python() -> Path:
+    """The venv's python with holistictraceanalysis==HTA_VERSION installed (made if needed)."""
+    py = VENV / "bin" / "python"
+    if py.exists() and _installed(py):
+        return py
+    WORK.mkdir(parents=True, exist_ok=True)
+    if not py.exists():
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    subprocess.run([str(py), "-m", "pip", "install", "-q",
+                    f"holistictraceanalysis=={HTA_VERSION}"], check=True)
+    if not _installed(py):
+        sys.exit(f"holistictraceanalysis {HTA_VERSION} did not install into {VENV}")
+    return py
+
+
+def _installed(py: Path) -> bool:
+    probe = subprocess.run(
+        [str(py), "-c", "import importlib.metadata as m, hta;"
+         "print(m.version('holistictraceanalysis'))"],
+        capture_output=True, text=True)
+    return probe.returncode == 0 and probe.stdout.strip() == HTA_VERSION

@@ -1,0 +1,155 @@
+"""Parse throughput and memory of tracekit against HTA on one large synthetic Kineto rank.
+
+    python benchmarks/parse.py [--size-mb 500] [--jobs N] [--skip-hta] [--keep]
+
+The trace is generated deterministically by ``tracekit.synth`` (seed 0): one rank of an
+SGLang-style TP8/DP8-attention/EP8 DeepSeek run with eager steps, so it carries NCCL kernels
+enriched with ``record_param_comms`` args, custom all-reduce and pynccl kernels, cpu ops,
+python stacks and ac2g flows (at 500 MB: about 2.4 M events). It is written as plain JSON so
+that both tools read the same bytes (throughput is MB of uncompressed JSON per second).
+
+Each tool loads the same file in a fresh process: tracekit with ``tracekit.parsers.load_run``
+(``--jobs`` processes, default: all cores), HTA with ``TraceAnalysis(trace_dir=...)`` in its own
+venv (``benchmarks/_work/hta-venv``, holistictraceanalysis pinned in ``_hta_env.py``). Printed:
+load time, MB/s, MB/s per core, peak RSS of the process tree, and the ratios against the
+targets of issue 2 (20x HTA's throughput, 1/6 of its peak RSS, 300 MB/s per core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _hta_env import HTA_VERSION, WORK, hta_python
+from _measure import Measured, fmt_gb, fmt_mb, run_measured
+
+from tracekit.engine import default_jobs
+from tracekit.synth import ModelShape, SynthConfig
+from tracekit.synth.run import RankJob, steps_for_target, write_rank
+
+TRACEKIT_SCRIPT = r"""
+import json, sys, time
+from pathlib import Path
+from tracekit.api import LoadOptions
+from tracekit.parsers import load_run
+t = time.perf_counter()
+run = load_run(Path(sys.argv[1]), LoadOptions(jobs=int(sys.argv[2])))
+elapsed = time.perf_counter() - t
+print(json.dumps({"load_s": elapsed, "events": run.events.num_rows, "ranks": run.ranks}))
+"""
+
+TARGET_RATIO = 20.0
+TARGET_RSS_FRACTION = 1 / 6
+TARGET_PER_CORE = 300.0
+
+
+def bench_config() -> SynthConfig:
+    return SynthConfig(tp=8, dp=8, enable_dp_attention=True, ep=8, cuda_graph=False,
+                       naming="rank", gzip=False, seed=0,
+                       shape=ModelShape(layers=8, tokens=64, extend_tokens=256))
+
+
+def make_trace(size_mb: float, trace_dir: Path) -> tuple[Path, int]:
+    """Write rank 0 of the benchmark run (about ``size_mb`` MB of JSON) into ``trace_dir``."""
+    cfg = bench_config()
+    cfg = dataclasses.replace(cfg, steps=steps_for_target(cfg, int(size_mb * 1e6)))
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    info = write_rank(RankJob(cfg, 0, str(trace_dir), "bench-parse"))
+    (trace_dir / info["sidecar"]).unlink()  # ground truth is not needed here
+    path = trace_dir / info["trace"]
+    return path, path.stat().st_size
+
+
+def _warm(path: Path) -> None:
+    with open(path, "rb") as f:
+        while f.read(16 << 20):
+            pass
+
+
+def _report(name: str, m: Measured, size: int, cores: int) -> dict[str, float]:
+    if m.returncode != 0 or "load_s" not in m.result:
+        sys.exit(f"{name} failed (exit {m.returncode}):\n{m.stderr[-3000:]}")
+    load_s = float(m.result["load_s"])
+    mbps = size / 1e6 / load_s
+    cpu_mbps = size / 1e6 / m.cpu_s if m.cpu_s > 0 else float("nan")
+    print(f"{name}: load {load_s:.2f} s (process wall {m.wall_s:.2f} s, CPU {m.cpu_s:.2f} s "
+          f"on {cores} core(s)); {mbps:.1f} MB/s; {mbps / cores:.1f} MB/s per core by wall "
+          f"time, {cpu_mbps:.1f} MB per CPU-second; peak RSS {fmt_gb(m.tree_peak_bytes)} "
+          f"(process tree); {m.result.get('events')} rows")
+    return {"load_s": load_s, "mbps": mbps, "rss": float(m.tree_peak_bytes),
+            "cpu_mbps": cpu_mbps}
+
+
+def count_events(path: Path) -> int:
+    """Trace events in the file (every event has exactly one "ph" key)."""
+    n = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(64 << 20):
+            n += chunk.count(b'"ph":')
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size-mb", type=float, default=500.0, help="JSON size of the trace")
+    ap.add_argument("--jobs", type=int, default=default_jobs(), help="tracekit processes")
+    ap.add_argument("--skip-hta", action="store_true", help="measure tracekit only")
+    ap.add_argument("--keep", action="store_true", help="keep the generated trace")
+    ap.add_argument("--work", type=Path, default=WORK / "parse", help="scratch folder")
+    args = ap.parse_args(argv)
+
+    trace_dir = args.work / f"trace-{int(args.size_mb)}mb"
+    existing = sorted(trace_dir.glob("rank0.trace.json")) if trace_dir.exists() else []
+    if existing:
+        path, size = existing[0], existing[0].stat().st_size
+        print(f"reusing {path} ({fmt_mb(size)})")
+    else:
+        print(f"generating a {args.size_mb:.0f} MB synthetic rank (tracekit.synth, seed 0)...")
+        path, size = make_trace(args.size_mb, trace_dir)
+        print(f"wrote {path} ({fmt_mb(size)})")
+    load1 = os.getloadavg()[0]
+    print(f"{count_events(path):,} trace events; load average before: {load1:.1f} on "
+          f"{os.cpu_count()} CPUs (figures are wall-clock: a busy machine lowers them)")
+    try:
+        _warm(path)
+        env = dict(os.environ)
+        tk = run_measured([sys.executable, "-c", TRACEKIT_SCRIPT, str(trace_dir), str(args.jobs)],
+                          env=env)
+        tk_r = _report("tracekit", tk, size, args.jobs)
+        if args.skip_hta:
+            return 0
+        py = hta_python()
+        _warm(path)
+        hta = run_measured([str(py), "-c", _hta_script(), str(trace_dir)])
+        hta_r = _report(f"HTA {HTA_VERSION}", hta, size, 1)
+        ratio = tk_r["mbps"] / hta_r["mbps"]
+        rss = tk_r["rss"] / hta_r["rss"]
+        per_core = tk_r["mbps"] / args.jobs
+        cpu_ratio = tk_r["cpu_mbps"] / hta_r["cpu_mbps"]
+        print(f"CPU-time throughput ratio tracekit/HTA: {cpu_ratio:.1f}x")
+        print(f"throughput ratio tracekit/HTA: {ratio:.1f}x (target >= {TARGET_RATIO:.0f}x): "
+              f"{'met' if ratio >= TARGET_RATIO else 'MISSED'}")
+        print(f"peak RSS ratio tracekit/HTA: {rss:.3f} (target <= {TARGET_RSS_FRACTION:.3f}): "
+              f"{'met' if rss <= TARGET_RSS_FRACTION else 'MISSED'}")
+        print(f"tracekit per core: {per_core:.1f} MB/s (target >= {TARGET_PER_CORE:.0f}): "
+              f"{'met' if per_core >= TARGET_PER_CORE else 'MISSED'}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(trace_dir, ignore_errors=True)
+    return 0
+
+
+def _hta_script() -> str:
+    from _hta_env import LOAD_SCRIPT
+
+    return LOAD_SCRIPT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

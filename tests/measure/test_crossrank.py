@@ -1,0 +1,248 @@
+"""Cross-rank matching, wait, skew and stragglers: hand-made ranks and the real gloo samples."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tracekit import api, schema
+from tracekit.measure import crossrank, measure_run
+from tracekit.schema import KernelClass, Kind, Op
+
+K = KernelClass
+
+
+def _coll(rank: int, ts: int, dur: int, **kw: object) -> dict:
+    row = {schema.RANK: rank, schema.PID: rank, schema.TID: 2, schema.DEVICE: rank,
+           schema.TS_NS: ts, schema.DUR_NS: dur, schema.KIND: Kind.KERNEL,
+           schema.KERNEL_CLASS: K.COMM, schema.IS_INSTANCE: True, schema.OP: Op.ALL_REDUCE,
+           schema.IN_BYTES: 1024, schema.OUT_BYTES: 1024, schema.NAME: "allreduce"}
+    row.update({getattr(schema, k.upper()): v for k, v in kw.items()})
+    return row
+
+
+def test_wait_skew_and_straggler_by_group_order(attributed_builder, run_builder) -> None:
+    """GIVEN 4 ranks running two AllReduces on group [0..3] where rank 2 starts 300 ns late
+    each time, and each rank's call ends when the last one has arrived plus 100 ns
+    WHEN measuring
+    THEN transfer = 100 ns (rank 2's duration), wait = own duration - 100, skew = start -
+    earliest start, and rank 2 is the straggler that caused all the wait (a FINDINGS row)."""
+    rows = []
+    for k, base in enumerate((0, 10_000)):
+        for r in range(4):
+            start = base + (300 if r == 2 else 10 * r)
+            end = base + 300 + 100
+            rows.append(_coll(r, start, end - start, pg_ranks=[0, 1, 2, 3], group_size=4,
+                              group="TP", layer=k))
+    t = attributed_builder(rows)
+    a = measure_run(run_builder(t), t, api.AnalyzeOptions())
+    m = a.measured.to_pylist()
+    assert len({r[schema.INSTANCE] for r in m}) == 2
+    for r in m:
+        start = r[schema.TS_NS] % 10_000
+        assert r[schema.TRANSFER_NS] == 100
+        assert r[schema.WAIT_NS] == (400 - start) - 100
+        assert r[schema.SKEW_NS] == start
+        assert r[schema.N_RANKS] == 4
+    s = a.tables["stragglers"].to_pylist()
+    assert s[0][schema.RANK] == 2 and s[0][schema.LAST_COUNT] == 2
+    # others wait 300 + 290 + 270 per instance
+    assert s[0][schema.CAUSED_WAIT_NS] == 2 * (300 + 290 + 270)
+    assert s[0][schema.SHARE] == pytest.approx(1.0)
+    f = a.findings.to_pylist()
+    assert [x[schema.RANKS] for x in f] == [[2]]
+    assert f[0][schema.RULE_ID] == "measure.straggler"
+
+
+def test_matching_prefers_comms_id_then_seq(attributed_builder) -> None:
+    """GIVEN rank 1 issued two collectives in the opposite order to rank 0, told apart by
+    their Comms Id (first pair) and by their sequence number (second pair)
+    WHEN matching THEN the ids / sequence numbers pair them, not the order."""
+    rows = [
+        _coll(0, 0, 50, comms_id=111, pg_ranks=[0, 1]),
+        _coll(0, 100, 50, comms_id=222, pg_ranks=[0, 1]),
+        _coll(1, 0, 70, comms_id=222, pg_ranks=[0, 1]),
+        _coll(1, 100, 90, comms_id=111, pg_ranks=[0, 1]),
+        _coll(0, 200, 50, seq=7, pg_ranks=[0, 1]),
+        _coll(0, 300, 50, seq=8, pg_ranks=[0, 1]),
+        _coll(1, 200, 20, seq=8, pg_ranks=[0, 1]),
+        _coll(1, 300, 30, seq=7, pg_ranks=[0, 1]),
+    ]
+    df = crossrank.match(crossrank.instance_rows(attributed_builder(rows)))
+    pairs = df.groupby(schema.INSTANCE)[schema.DUR_NS].apply(sorted).tolist()
+    assert sorted(pairs) == sorted([[50, 90], [50, 70], [30, 50], [20, 50]])
+
+
+def test_order_is_per_member_set(attributed_builder) -> None:
+    """GIVEN two disjoint pairs [0,1] and [2,3] of the same group kind, no ids
+    WHEN matching by order THEN each pair forms its own 2-rank instances."""
+    rows = [_coll(r, 0, 10 + r, pg_ranks=[0, 1] if r < 2 else [2, 3]) for r in range(4)]
+    df = crossrank.match(crossrank.instance_rows(attributed_builder(rows)))
+    groups = df.groupby(schema.INSTANCE)[schema.RANK].apply(sorted).tolist()
+    assert sorted(groups) == [[0, 1], [2, 3]]
+
+
+def test_logical_id_merges_kernels(attributed_builder) -> None:
+    """GIVEN one logical collective made of two kernels [0,40) and [60,100) on a rank
+    WHEN selecting instances THEN it is one row spanning [0,100)."""
+    rows = [_coll(0, 0, 40, logical_id=5), _coll(0, 60, 40, logical_id=5)]
+    df = crossrank.instance_rows(attributed_builder(rows))
+    assert len(df) == 1 and int(df[schema.DUR_NS].iloc[0]) == 100
+
+
+# ------------------------------------------------------------------------------------------
+# Real 4-rank gloo traces (sample_traces/), checked against the files' own timestamps
+# ------------------------------------------------------------------------------------------
+
+_TOPOLOGY_KEYS = ("tp_size", "dp_size", "enable_dp_attention", "ep_size", "moe_dp_size",
+                  "attn_cp_size", "npu")
+
+
+def _raw_gloo_calls(trace: Path) -> list[tuple[int, int]]:
+    """(ts_ns, dur_ns) of the gloo:* spans in a Kineto file, in start order, read directly."""
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    spans = [e for e in doc["traceEvents"]
+             if e.get("ph") == "X" and str(e.get("name", "")).startswith("gloo:")]
+    out = [(round(float(e["ts"]) * 1000), round(float(e["dur"]) * 1000)) for e in spans]
+    return sorted(out)
+
+
+def _scenarios(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.glob("*/manifest.json"))
+
+
+def _expected(scenario: Path) -> dict:
+    """Per instance (members, k-th call of that group on the rank): the files' own
+    (rank, ts, dur, sidecar bytes, op), pairing the k-th gloo span with the k-th sidecar entry."""
+    manifest = json.loads((scenario / "manifest.json").read_text())
+    expect: dict[tuple[tuple[int, ...], int], list[tuple[int, int, int, int, str]]] = {}
+    for rank_s, files in manifest["ranks"].items():
+        rank = int(rank_s)
+        side = json.loads((scenario / files["sidecar"]).read_text())["collectives"]
+        raw = _raw_gloo_calls(scenario / files["trace"])
+        assert len(raw) == len(side), f"{scenario.name} rank {rank}: spans vs sidecar"
+        seen: dict[tuple[int, ...], int] = defaultdict(int)
+        for call, (ts, dur) in zip(side, raw, strict=True):
+            members = tuple(call["members"])
+            expect.setdefault((members, seen[members]), []).append(
+                (rank, ts, dur, call["bytes"], call["op"]))
+            seen[members] += 1
+    return expect
+
+
+def _check_against_files(scenario: Path, analysis: api.Analysis, expect: dict,
+                         *, grouped_only: bool = False) -> None:
+    """``grouped_only``: check only instances the rules engine gave a group (an unattributed
+    collective is, by design, not matched across ranks)."""
+    got = {(r[schema.RANK], r[schema.TS_NS]): r for r in analysis.measured.to_pylist()}
+    caused: dict[int, int] = defaultdict(int)
+    for (members, _k), calls in expect.items():
+        if grouped_only and any(got[(c[0], c[1])][schema.GROUP] is None for c in calls):
+            continue
+        transfer = min(c[2] for c in calls)
+        first = min(c[1] for c in calls)
+        for rank, ts, dur, _size, _op in calls:
+            row = got[(rank, ts)]
+            assert abs(row[schema.TRANSFER_NS] - transfer) <= 2, scenario.name
+            assert abs(row[schema.WAIT_NS] - (dur - transfer)) <= 4, scenario.name
+            assert abs(row[schema.SKEW_NS] - (ts - first)) <= 2, scenario.name
+            assert row[schema.N_RANKS] == len(members), scenario.name
+        if len(calls) > 1:
+            last = max(calls, key=lambda c: c[1])
+            caused[last[0]] += sum(c[2] - transfer for c in calls) - (last[2] - transfer)
+    if grouped_only:
+        return
+    table = {r[schema.RANK]: r for r in analysis.tables["stragglers"].to_pylist()}
+    for rank, value in caused.items():
+        assert abs(table[rank][schema.CAUSED_WAIT_NS] - value) <= 8, scenario.name
+    worst = max(caused, key=caused.__getitem__)
+    assert analysis.tables["stragglers"].column(schema.RANK)[0].as_py() == worst
+
+
+def _attributed_from_sidecars(run: api.Run, scenario: Path) -> pa.Table:
+    """ATTRIBUTED built by hand: the gloo:* spans are the instances; op, group and members
+    come from the sidecars (the workload's ground truth), nothing from the rules engine."""
+    manifest = json.loads((scenario / "manifest.json").read_text())
+    ev = crossrank.frame(run.events)
+    ev[schema.NAME] = ev[schema.NAME].astype(str)
+    spans = ev[ev[schema.NAME].str.startswith("gloo:")].sort_values([schema.RANK, schema.TS_NS])
+    ops, groups, members = {}, {}, {}
+    for rank_s, files in manifest["ranks"].items():
+        side = json.loads((scenario / files["sidecar"]).read_text())["collectives"]
+        idx = spans.index[spans[schema.RANK] == int(rank_s)]
+        assert len(idx) == len(side)
+        for i, call in zip(idx, side, strict=True):
+            ops[i], groups[i], members[i] = call["op"], call["group"], call["members"]
+    table = {c: ev[c] for c in ev.columns}
+    inst = ev.index.isin(spans.index)
+    table[schema.IS_INSTANCE] = inst
+    table[schema.KERNEL_CLASS] = [KernelClass.COMM if x else None for x in inst]
+    table[schema.OP] = [ops.get(i) for i in ev.index]
+    table[schema.GROUP] = [groups.get(i) for i in ev.index]
+    table[schema.PG_RANKS] = [members.get(i) for i in ev.index]
+    frame = pa.Table.from_pandas(ev.assign(**{k: v for k, v in table.items()
+                                              if k not in ev.columns or k == schema.OP}),
+                                 preserve_index=False)
+    frame = frame.drop_columns([schema.PG_RANKS]).append_column(
+        schema.PG_RANKS, pa.array(table[schema.PG_RANKS], pa.list_(pa.int32())))
+    return schema.conform(frame, schema.ATTRIBUTED)
+
+
+def test_sample_traces_wait_and_stragglers(sample_traces: Path) -> None:
+    """GIVEN each real multi-rank gloo sample, its gloo spans taken as the instances and the
+    sidecars' op / group / members (no rules engine involved)
+    WHEN measuring
+    THEN per instance transfer = min over ranks of the files' gloo span durations, wait =
+    duration - transfer, skew = start - earliest start, n = the sidecar's members; and the
+    stragglers table equals the one recomputed from the files."""
+    for scenario in _scenarios(sample_traces):
+        run = api.load(scenario)
+        attributed = _attributed_from_sidecars(run, scenario)
+        analysis = measure_run(run, attributed, api.AnalyzeOptions(hardware="cpu-gloo"))
+        _check_against_files(scenario, analysis, _expected(scenario))
+
+
+def test_sample_traces_full_pipeline(sample_traces: Path) -> None:
+    """GIVEN each sample run WHEN loaded, attributed by the rules engine and measured with the
+    manifest's topology THEN for every collective the rules gave a group: the same waits as
+    the files' timestamps, the sidecar's op, and S equal to the sidecar's bytes (nccl-tests
+    S; for v-collectives S >= any rank's bytes)."""
+    from tracekit.topology import Topology
+    from tracekit.topology_config import config_from_mapping
+
+    for scenario in _scenarios(sample_traces):
+        manifest = json.loads((scenario / "manifest.json").read_text())
+        config = {k: manifest["config"][k] for k in _TOPOLOGY_KEYS if k in manifest["config"]}
+        topology = Topology(config_from_mapping(config, str(scenario)))
+        options = api.AnalyzeOptions(hardware="cpu-gloo", topology=topology)
+        run = api.load(scenario)
+        attributed, _ = api.attribute(run, options)
+        analysis = measure_run(run, attributed, options)
+        expect = _expected(scenario)
+        _check_against_files(scenario, analysis, expect, grouped_only=True)
+        got = {(r[schema.RANK], r[schema.TS_NS]): r for r in analysis.measured.to_pylist()}
+        for calls in expect.values():
+            largest = max(c[3] for c in calls)
+            for rank, ts, _dur, _size, op in calls:
+                row = got[(rank, ts)]
+                if row[schema.GROUP] is None:
+                    continue
+                assert row[schema.OP] == op, scenario.name
+                if op in (Op.ALL_TO_ALLV, Op.ALL_GATHERV, Op.REDUCE_SCATTERV):
+                    assert row[schema.MSG_BYTES] >= largest
+                else:
+                    assert row[schema.MSG_BYTES] == largest, (scenario.name, op)
+                assert row[schema.BOUND_NS] > 0 and row[schema.LINK_CLASS] == "loopback"
+
+
+def test_unknown_communicator_is_not_matched(attributed_builder) -> None:
+    """GIVEN two ranks' collectives with no members, group name or group label
+    WHEN matching THEN each stays its own instance (no wait is invented)."""
+    rows = [_coll(0, 0, 50), _coll(1, 0, 80)]
+    df = crossrank.match(crossrank.instance_rows(attributed_builder(rows)))
+    assert df[schema.INSTANCE].nunique() == 2 and set(df[schema.WAIT_NS]) == {0}

@@ -1,0 +1,155 @@
+"""Time classes and exposed communication on constructed intervals with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tracekit import schema
+from tracekit.measure.intervals import Lanes, uncovered, union, union_length
+from tracekit.measure.phases import build_timeline, exposed_ns, time_classes
+from tracekit.schema import KernelClass, Kind
+
+K = KernelClass
+
+
+def _brute(lanes: np.ndarray, s: np.ndarray, e: np.ndarray, n: int, horizon: int) -> np.ndarray:
+    """Reference: mark every integer tick of each lane (test-only, tiny horizon)."""
+    marks = np.zeros((n, horizon), dtype=bool)
+    ticks = np.arange(horizon)
+    for lane, a, b in zip(lanes, s, e, strict=True):
+        marks[lane] |= (ticks >= a) & (ticks < b)
+    return marks
+
+
+def test_union_and_uncovered_match_brute_force() -> None:
+    """GIVEN random nested and overlapping intervals on 5 lanes
+    WHEN taking union lengths and the uncovered part of query intervals
+    THEN they equal a tick-by-tick reference."""
+    rng = np.random.default_rng(7)
+    n, count, horizon = 5, 300, 400
+    lane = rng.integers(0, n, count).astype(np.int64)
+    s = rng.integers(0, horizon - 50, count).astype(np.int64)
+    e = s + rng.integers(0, 50, count)
+    marks = _brute(lane, s, e, n, horizon)
+    assert list(union_length(lane, s, e, n)) == list(marks.sum(axis=1))
+    lanes = Lanes.build(lane, s, e, n)
+    cover = union(lanes, lane, s, e)
+    q_lane = rng.integers(0, n, 50).astype(np.int64)
+    q_s = rng.integers(-20, horizon, 50).astype(np.int64)
+    q_e = q_s + rng.integers(0, 80, 50)
+    got = uncovered(lanes, cover, q_lane, q_s, q_e)
+    ticks = np.arange(horizon)
+    for i in range(50):
+        inside = (ticks >= q_s[i]) & (ticks < q_e[i])
+        expect = (q_e[i] - q_s[i]) - int((marks[q_lane[i]] & inside).sum())
+        assert got[i] == expect
+
+
+def _row(rank: int, pid: int, tid: int, ts: int, dur: int, cls: str | None, **kw: object) -> dict:
+    row = {schema.RANK: rank, schema.PID: pid, schema.TID: tid, schema.TS_NS: ts,
+           schema.DUR_NS: dur, schema.KERNEL_CLASS: cls, schema.NAME: kw.pop("name", "k")}
+    row.update({getattr(schema, k.upper()): v for k, v in kw.items()})
+    return row
+
+
+def test_gpu_exposed_communication(attributed_builder) -> None:
+    """GIVEN on GPU 0: compute [0,100) and [150,300) on stream 7, an AllReduce [50,200) and a
+    memcpy [400,450) on stream 20, and a CPU wrapper op on the host
+    WHEN computing time classes
+    THEN the comm is exposed for [100,150) only = 50 ns; compute 250, comm 150, memcpy 50;
+    device span [0,450) = 450, busy [0,300) + [400,450) so idle 100; the host row is ignored."""
+    rows = [
+        _row(0, 0, 7, 0, 100, K.COMPUTE, device=0, kind=Kind.KERNEL),
+        _row(0, 0, 7, 150, 150, K.COMPUTE, device=0, kind=Kind.KERNEL),
+        _row(0, 0, 20, 50, 150, K.COMM, device=0, kind=Kind.KERNEL, is_instance=True),
+        _row(0, 0, 20, 400, 50, K.MEMCPY, device=0, kind=Kind.MEMCPY),
+        _row(0, 4242, 1, 0, 1000, K.COMM, kind=Kind.CPU_OP, is_instance=False),
+    ]
+    t = attributed_builder(rows)
+    tl = build_timeline(t)
+    tc = time_classes(tl).to_pylist()
+    device = next(r for r in tc if r[schema.TID] is None)
+    assert device[schema.PID] == 0
+    assert (device[schema.COMPUTE_NS], device[schema.COMM_NS], device[schema.MEMCPY_NS]) == (
+        250, 150, 50)
+    assert device[schema.EXPOSED_NS] == 50
+    assert (device[schema.SPAN_NS], device[schema.IDLE_NS]) == (450, 100)
+    comm_stream = next(r for r in tc if r[schema.TID] == 20)
+    assert comm_stream[schema.EXPOSED_NS] == 50 and comm_stream[schema.IDLE_NS] == 400 - 200
+    assert all(r[schema.PID] != 4242 for r in tc)
+    got = exposed_ns(tl, np.array([2]), np.array([50]), np.array([200]), np.array([False]))
+    assert list(got) == [50]
+
+
+def test_fused_time_hides_comm_but_is_its_own_class(attributed_builder) -> None:
+    """GIVEN a fused dispatch+GEMM+combine kernel [0,100) and a comm kernel [80,120)
+    WHEN computing THEN fused 100 is not communication; the comm is exposed 20 ns (fused
+    covers [80,100)); the fused kernel itself is exposed 100 (no compute covers it)."""
+    rows = [
+        _row(0, 1, 7, 0, 100, K.FUSED, device=1, kind=Kind.KERNEL, is_instance=True),
+        _row(0, 1, 8, 80, 40, K.COMM, device=1, kind=Kind.KERNEL, is_instance=True),
+    ]
+    tl = build_timeline(attributed_builder(rows))
+    device = next(r for r in time_classes(tl).to_pylist() if r[schema.TID] is None)
+    assert (device[schema.FUSED_NS], device[schema.COMM_NS], device[schema.EXPOSED_NS]) == (
+        100, 40, 20)
+    got = exposed_ns(tl, np.array([0, 1]), np.array([0, 80]), np.array([100, 120]),
+                     np.array([True, False]))
+    assert list(got) == [100, 20]
+
+
+def test_cpu_gloo_process_is_the_device(attributed_builder) -> None:
+    """GIVEN a CPU-only gloo rank: main thread compute ops [0,100) with a nested op [10,30),
+    and [300,400); a c10d wrapper on the main thread [100,300) (not the instance); the gloo
+    runloop annotation [120,320) (the instance) on another thread
+    WHEN computing THEN compute = 200 (nested counted once), comm = 200, exposed = the
+    runloop time no main-thread compute covers = [120,300) = 180."""
+    rows = [
+        _row(0, 99, 1, 0, 100, K.COMPUTE, kind=Kind.CPU_OP),
+        _row(0, 99, 1, 10, 20, K.COMPUTE, kind=Kind.CPU_OP),
+        _row(0, 99, 1, 300, 100, K.COMPUTE, kind=Kind.CPU_OP),
+        _row(0, 99, 1, 100, 200, K.COMM, kind=Kind.CPU_OP, is_instance=False),
+        _row(0, 99, 2, 120, 200, K.COMM, kind=Kind.ANNOTATION, is_instance=True),
+    ]
+    tc = time_classes(build_timeline(attributed_builder(rows))).to_pylist()
+    device = next(r for r in tc if r[schema.TID] is None)
+    assert device[schema.PID] == 99
+    assert (device[schema.COMPUTE_NS], device[schema.COMM_NS], device[schema.EXPOSED_NS]) == (
+        200, 200, 180)
+    assert device[schema.IDLE_NS] == 20  # [100,120): nothing ran (the wrapper is not timed)
+
+
+def test_unclassified_cpu_ops_count_as_compute_when_nothing_is_classified(
+        attributed_builder) -> None:
+    """GIVEN a CPU-only rank whose compute ops carry no kernel class
+    WHEN computing THEN those cpu ops are the compute (the process is the device)."""
+    rows = [
+        _row(0, 5, 1, 0, 100, None, kind=Kind.CPU_OP),
+        _row(0, 5, 2, 50, 100, K.COMM, kind=Kind.ANNOTATION, is_instance=True),
+    ]
+    device = next(r for r in time_classes(build_timeline(attributed_builder(rows))).to_pylist()
+                  if r[schema.TID] is None)
+    assert (device[schema.COMPUTE_NS], device[schema.EXPOSED_NS]) == (100, 50)
+
+
+def test_empty_table_gives_empty_classes() -> None:
+    """GIVEN no rows WHEN computing THEN an empty TIME_CLASSES table, not an error."""
+    t = schema.empty(schema.ATTRIBUTED)
+    out = time_classes(build_timeline(t))
+    assert out.num_rows == 0 and out.schema.equals(schema.TIME_CLASSES)
+
+
+@pytest.mark.parametrize("lanes_count", [1, 3])
+def test_lanes_do_not_leak(lanes_count: int) -> None:
+    """GIVEN identical intervals on several lanes far apart in time WHEN covering
+    THEN each lane sees only its own cover."""
+    lane = np.arange(lanes_count, dtype=np.int64)
+    s = lane * 10**12
+    e = s + 100
+    lanes = Lanes.build(lane, s, e, lanes_count)
+    cover = union(lanes, lane, s, e)
+    got = uncovered(lanes, cover, lane, s - 50, e + 50)
+    assert list(got) == [100] * lanes_count
+    assert pa.array(got).type == pa.int64()

@@ -1,0 +1,64 @@
+"""The pure summary frames every reporter shares: coarsest PHASES rows, no double counting."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow.compute as pc
+
+from tracekit import schema as s
+from tracekit.api import Analysis
+from tracekit.reports import frames
+
+
+def test_phase_totals_use_the_all_rank_rows_once(analysis):
+    # GIVEN PHASES with per-layer, per-rank and all-rank rows
+    # WHEN phase totals are taken THEN communication time equals MEASURED's (no double count)
+    totals = frames.phase_totals(analysis)
+    measured_ns = pc.sum(analysis.measured.column(s.DUR_NS)).as_py()
+    assert totals[s.COMM_NS].sum() == measured_ns
+    assert list(totals[s.PHASE]) == [p for p in s.Phase.ALL if p in set(totals[s.PHASE])]
+
+
+def test_phase_totals_fall_back_to_measured_without_phases(analysis):
+    # GIVEN an analysis without PHASES WHEN totals are taken THEN MEASURED gives the comm time
+    bare = Analysis(run=analysis.run, measured=analysis.measured)
+    totals = frames.phase_totals(bare)
+    assert totals[s.COMM_NS].sum() == pc.sum(analysis.measured.column(s.DUR_NS)).as_py()
+    assert totals[s.COMPUTE_NS].isna().all()
+
+
+def test_run_totals_define_exposure_over_busy_time(analysis):
+    # GIVEN phase totals WHEN run totals are derived THEN exposed % = exposed / busy
+    t = frames.run_totals(frames.phase_totals(analysis))
+    busy = t[s.COMPUTE_NS] + t[s.FUSED_NS] + t[s.MEMCPY_NS] + t[s.EXPOSED_NS]
+    assert math.isclose(t[frames.EXPOSED_COMM_PCT], 100 * t[s.EXPOSED_NS] / busy)
+    assert math.isclose(t[s.EFFICIENCY], t[s.BOUND_NS] / t[s.TRANSFER_NS])
+
+
+def test_path_totals_group_by_path_and_group(analysis):
+    # GIVEN the DPA + DeepEP run WHEN paths are summed THEN each path has its communicator
+    paths = frames.path_totals(analysis)
+    pairs = set(zip(paths[s.PATH], paths[s.GROUP], strict=True))
+    assert (s.PathLabel.ATTN_TP, s.Group.ATTN_TP) in pairs
+    assert (s.PathLabel.DEEPEP_NORMAL_DISPATCH, s.Group.MOE_EP) in pairs
+    assert (s.PathLabel.OTHER, s.Group.TP) in pairs
+    assert paths[s.COUNT].sum() == analysis.measured.num_rows
+
+
+def test_everything_degrades_to_empty_frames_with_events_only(events_only):
+    # GIVEN a run with EVENTS only WHEN frames are taken THEN they are empty, not errors, and
+    # the EVENTS overviews still have rows
+    assert frames.phase_totals(events_only).empty
+    assert frames.path_totals(events_only).empty
+    assert frames.findings(events_only).empty
+    assert sum(frames.attribution_counts(events_only).values()) == 0
+    assert len(frames.comm_events(events_only)) == 4
+    assert list(frames.events_overview(events_only)[s.RANK]) == list(range(8))
+
+
+def test_findings_sorted_by_severity_and_mapped_to_phases(analysis):
+    # GIVEN findings of three severities WHEN listed THEN errors first, each with its phase
+    f = frames.findings(analysis)
+    assert list(f[s.SEVERITY]) == ["error", "warning", "info"]
+    assert list(f[s.PHASE]) == [s.Phase.ATTENTION_REDUCE, s.Phase.DISPATCH, s.Phase.OTHER]

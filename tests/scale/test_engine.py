@@ -1,0 +1,122 @@
+"""tracekit.engine.map_per_rank: order, inline runs, typed errors from workers, Ctrl-C, Dask.
+
+The Dask tests start a real 2-worker ``distributed.LocalCluster`` with worker processes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import multiprocessing as mp
+import operator
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tracekit.engine import map_per_rank
+from tracekit.errors import BadInputError, ConfigError, TracekitError
+from tracekit.parsers.kineto import load_kineto_file
+
+
+def _bad_and_good(tmp_path: Path) -> list[Path]:
+    good = tmp_path / "rank0.json"
+    good.write_text('{"distributedInfo": {"rank": 0}, "traceEvents": ['
+                    '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,'
+                    ' "ts": 1.5, "dur": 2.25, "args": {}}]}')
+    bad = tmp_path / "rank1.json.gz"
+    bad.write_bytes(gzip.compress(good.read_bytes())[:-20])  # truncated gzip
+    return [good, bad]
+
+
+def test_local_results_keep_input_order() -> None:
+    # GIVEN more items than workers WHEN mapped on 2 processes THEN results follow the input
+    items = list(range(23))
+    assert map_per_rank(operator.neg, items, jobs=2) == [-x for x in items]
+
+
+def test_one_job_runs_inline_without_pickling() -> None:
+    # GIVEN a lambda (not picklable) WHEN jobs=1 THEN it runs in this process and works
+    assert map_per_rank(lambda x: x * 2, [1, 2, 3], jobs=1) == [2, 4, 6]
+    # and a single item never starts a pool either
+    assert map_per_rank(lambda x: x + 1, [41], jobs=4) == [42]
+
+
+def test_worker_bad_input_error_keeps_type_message_and_path(tmp_path: Path) -> None:
+    # GIVEN a run with one truncated gzip rank
+    files = _bad_and_good(tmp_path)
+    with pytest.raises(BadInputError) as inline:
+        load_kineto_file(files[1])
+    # WHEN parsed in worker processes
+    with pytest.raises(BadInputError) as err:
+        map_per_rank(load_kineto_file, files, jobs=2)
+    # THEN the caller gets the same class, path and one-line message as an inline call
+    assert type(err.value) is BadInputError
+    assert err.value.path == str(files[1])
+    assert err.value.one_line() == inline.value.one_line()
+    assert "\n" not in err.value.one_line()
+
+
+def test_bad_engine_options_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown engine"):
+        map_per_rank(operator.neg, [1], engine="spark")
+    with pytest.raises(ConfigError, match="--scheduler needs --engine dask"):
+        map_per_rank(operator.neg, [1], scheduler="tcp://127.0.0.1:8786")
+    with pytest.raises(ConfigError, match="at least 1"):
+        map_per_rank(operator.neg, [1], jobs=0)
+
+
+def test_ctrl_c_stops_the_workers() -> None:
+    # GIVEN workers sleeping for a minute each
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    # WHEN Ctrl-C reaches the caller THEN it is raised there and no worker is left behind
+    with pytest.raises(KeyboardInterrupt):
+        map_per_rank(time.sleep, [60.0] * 4, jobs=2)
+    timer.cancel()
+    assert time.monotonic() - started < 60.0  # did not wait for the sleeps
+    assert mp.active_children() == []
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    pytest.importorskip("distributed")
+    from tracekit.engine_dask import client_for
+
+    with client_for(2) as client:
+        yield client
+
+
+def test_dask_cluster_gives_local_results(dask_client) -> None:
+    from tracekit.engine_dask import map_dask
+
+    # GIVEN a 2-worker LocalCluster WHEN the same function is mapped THEN same list as local
+    items = list(range(17))
+    assert len(dask_client.scheduler_info()["workers"]) == 2
+    assert map_dask(operator.neg, items, client=dask_client) == map_per_rank(
+        operator.neg, items, jobs=2)
+
+
+def test_dask_worker_bad_input_error_reaches_caller(dask_client, tmp_path: Path) -> None:
+    from tracekit.engine_dask import map_dask
+
+    files = _bad_and_good(tmp_path)
+    with pytest.raises(BadInputError) as err:
+        map_dask(load_kineto_file, files, client=dask_client)
+    assert err.value.path == str(files[1])
+    assert isinstance(err.value, TracekitError)
+
+
+def test_engine_dask_option_starts_and_closes_its_own_cluster() -> None:
+    pytest.importorskip("distributed")
+    # GIVEN engine="dask" and no scheduler WHEN mapped THEN a LocalCluster runs it, in order
+    assert map_per_rank(operator.neg, [3, 1, 2], engine="dask", jobs=2) == [-3, -1, -2]
+
+
+def test_unreachable_scheduler_is_a_config_error() -> None:
+    pytest.importorskip("distributed")
+    with pytest.raises(ConfigError, match="cannot reach the Dask scheduler"):
+        map_per_rank(operator.neg, [1, 2], engine="dask", scheduler="tcp://127.0.0.1:9")

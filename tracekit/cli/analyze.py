@@ -1,0 +1,258 @@
+"""`tracekit analyze PATH`: load a trace file or run directory and print a first summary.
+
+Three separate steps so that the full pipeline and the reporters can be plugged in later:
+``load_from_cli`` (options -> Run), ``compute`` (Run -> Summary) and the writers
+(``render_text``, ``write_json``, ``write_parquet``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tracekit.cli.topo import topology_from_kwargs, topology_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from tracekit.api import Analysis, AnalyzeOptions, LoadOptions, Run
+    from tracekit.summary import Summary
+
+
+def load_options(
+    cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None, progress: bool
+) -> LoadOptions:
+    from tracekit.api import LoadOptions
+
+    return LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
+                       progress=progress)
+
+
+def load_from_cli(path: Path, options: LoadOptions) -> Run:
+    from tracekit.api import load
+
+    return load(path, options)
+
+
+def compute(run: Run) -> Summary:
+    from tracekit.summary import summarize
+
+    return summarize(run)
+
+
+# ------------------------------------------------------------------ writers
+
+
+def atomic_write(target: Path, write: Callable[[Path], object]) -> None:
+    """Write through a temporary file in the target's directory, then rename it into place."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def summary_dict(summary: Summary, path: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": str(path)}
+    for name, table in summary.tables().items():
+        out[name] = table.to_pylist()
+    out["skipped"] = [{"file": f, "reason": r} for f, r in summary.skipped]
+    return out
+
+
+def write_json(summary: Summary, path: Path, target: Path) -> None:
+    text = json.dumps(summary_dict(summary, path), indent=2, sort_keys=True) + "\n"
+    atomic_write(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_parquet(events: pa.Table, target: Path) -> None:
+    import pyarrow.parquet as pq
+
+    atomic_write(target, lambda tmp: pq.write_table(events, tmp, compression="zstd"))
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
+
+
+def _human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
+        value /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
+def sections(summary: Summary) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of each table, as display strings."""
+    from tracekit import schema as S
+
+    ranks = [[str(r[S.RANK]), str(r[S.COUNT]), _ms(r[S.DUR_NS])]
+             for r in summary.ranks.to_pylist()]
+    kernels = [[str(r[S.RANK]), str(r[S.KERNEL_CLASS]), str(r[S.COUNT]), _ms(r[S.DUR_NS])]
+               for r in summary.kernel_time.to_pylist()]
+    comm = [[str(r[S.OP]), str(r[S.COUNT]),
+             "-" if r[S.MSG_BYTES] is None else str(r[S.MSG_BYTES]),
+             _human_bytes(r[S.MSG_BYTES]), _ms(r[S.DUR_NS])]
+            for r in summary.comm.to_pylist()]
+    return [
+        ("ranks", ["rank", "events", "span"], ranks),
+        ("kernel time by class", ["rank", "class", "kernels", "time"], kernels),
+        ("communication by op", ["op", "count", "bytes", "size", "time"], comm),
+    ]
+
+
+def render_text(summary: Summary, path: Path) -> str:
+    lines = [f"tracekit analyze {path}"]
+    n = summary.ranks.num_rows
+    lines.append(f"{n} rank{'s' if n != 1 else ''}")
+    for title, header, rows in sections(summary):
+        lines.append("")
+        lines.append(title)
+        if not rows:
+            lines.append("  (none)")
+            continue
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+        fmt = "  " + "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}"
+                               for i, w in enumerate(widths))
+        lines.append(fmt.format(*header).rstrip())
+        lines.extend(fmt.format(*r).rstrip() for r in rows)
+    for f, reason in summary.skipped:
+        lines.append(f"skipped {f}: {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def render_rich(summary: Summary, path: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    console.print(Text(f"tracekit analyze {path}", style="bold"))
+    for title, header, rows in sections(summary):
+        table = Table(title=title, title_justify="left")
+        for i, h in enumerate(header):
+            table.add_column(h, justify="left" if i == 0 else "right")
+        for r in rows:
+            table.add_row(*(Text(c) for c in r))  # Text: trace strings are never markup
+        console.print(table)
+    for f, reason in summary.skipped:
+        console.print(Text(f"skipped {f}: {reason}", style="yellow"))
+
+
+# ------------------------------------------------------------------ pipeline
+
+
+SUMMARY_TABLES = ("ranks", "kernel_time", "communication")
+
+
+def full_analysis(run: Run, summary: Summary, options: AnalyzeOptions) -> Analysis:
+    """Attribute and measure the run; the first summary's tables travel with the results."""
+    from tracekit.api import analyze_run
+
+    analysis = analyze_run(run, options)
+    analysis.tables.update(summary.tables())
+    return analysis
+
+
+def report_text(analysis: Analysis, color: bool) -> str:
+    """The full report without the summary tables, which the first section already shows."""
+    from tracekit import reports
+
+    shown = dataclasses.replace(
+        analysis, tables={k: v for k, v in analysis.tables.items() if k not in SUMMARY_TABLES})
+    text = reports.render("text", shown, color=color)
+    return text if isinstance(text, str) else text.decode()
+
+
+def write_reports(analysis: Analysis, targets: dict[str, Path | None]) -> None:
+    from tracekit import reports
+
+    for name, target in targets.items():
+        if target is not None:
+            reports.write(name, analysis, target)
+
+
+# ------------------------------------------------------------------ command
+
+
+@click.command("analyze")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write the results as JSON (documented keys, docs/json-report.md).")
+@click.option("--parquet", "parquet_out", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write the EVENTS table as Parquet to FILE.")
+@click.option("--html", "html_out", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write a self-contained HTML report (opens offline).")
+@click.option("--markdown", "markdown_out", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write a Markdown report.")
+@click.option("--junit", "junit_out", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write JUnit XML (one testcase per check and phase).")
+@click.option("--hardware", default=None, metavar="NAME|FILE",
+              help="Hardware profile for the alpha-beta bounds (h200, a100, ascend-910b, "
+                   "cpu-gloo, ... or a YAML file).")
+@click.option("--rules", "rules_files", multiple=True,
+              type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Extra rule YAML file (repeatable), added to the packaged rules.")
+@topology_options
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Parquet cache of parsed rank files (a changed file is re-read).")
+@click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop",
+              show_default=True, help="Stop at the first bad rank file, or skip it.")
+@click.option("--rank", type=click.IntRange(min=0), default=None,
+              help="Rank of a single trace file that does not say it.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes for parsing rank files (default: the cores).")
+@click.option("--engine", type=click.Choice(["local", "dask"]), default="local",
+              show_default=True, help="Run per-rank parsing in local processes or on Dask.")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="An existing Dask scheduler (with --engine dask).")
+@click.option("--summary-only", is_flag=True,
+              help="Only parse and print the first summary (no attribution or bounds).")
+def command(path: Path, json_out: Path | None, parquet_out: Path | None,
+            html_out: Path | None, markdown_out: Path | None, junit_out: Path | None,
+            hardware: str | None, rules_files: tuple[Path, ...],
+            cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None,
+            engine: str, scheduler: str | None, summary_only: bool, **topo: Any) -> None:
+    """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
+    from tracekit.api import AnalyzeOptions, LoadOptions
+
+    topology = topology_from_kwargs(topo)
+    tty = sys.stdout.isatty()
+    options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
+                          progress=tty, engine=engine, scheduler=scheduler)
+    run = load_from_cli(path, options)
+    summary = compute(run)
+    if summary_only:
+        if json_out is not None:
+            write_json(summary, path, json_out)
+    else:
+        analysis = full_analysis(run, summary, AnalyzeOptions(
+            topology=topology, rules_files=tuple(rules_files), hardware=hardware))
+        write_reports(analysis, {"json": json_out, "html": html_out,
+                                 "markdown": markdown_out, "junit": junit_out})
+    if parquet_out is not None:
+        write_parquet(run.events, parquet_out)
+    if tty:
+        render_rich(summary, path)
+    else:
+        click.echo(render_text(summary, path), nl=False)
+    if not summary_only:
+        click.echo("")
+        click.echo(report_text(analysis, color=tty), nl=False)

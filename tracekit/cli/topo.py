@@ -1,0 +1,103 @@
+"""`tracekit topo`: print rank coordinates and group members of a parallel config.
+
+``topology_options`` and ``topology_from_kwargs`` are shared with `tracekit analyze`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from tracekit.errors import ConfigError
+from tracekit.topology import Topology
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+# option name -> keyword of topology_from_options
+TOPOLOGY_KWARGS = ("config", "tp", "dp", "enable_dp_attention", "attn_cp", "ep", "moe_dp", "pp",
+                   "nnodes", "devices_per_node", "npu")
+
+
+def topology_options(func: FC) -> FC:
+    """The parallel-config options, with SGLang's own spellings as aliases."""
+    opts = [
+        click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
+                     help="YAML/JSON parallel config (SGLang keys) or a sample_traces manifest"),
+        click.option("--tp", "--tp-size", "--tensor-parallel-size", "tp", type=int,
+                     help="tensor-parallel size"),
+        click.option("--dp", "--dp-size", "--data-parallel-size", "dp", type=int,
+                     help="data-parallel size"),
+        click.option("--enable-dp-attention/--no-dp-attention", "enable_dp_attention",
+                     default=None, help="DP attention (dp re-reads the TP world)"),
+        click.option("--attn-cp", "--attn-cp-size", "attn_cp", type=int,
+                     help="attention context-parallel size"),
+        click.option("--ep", "--ep-size", "--expert-parallel-size", "ep", type=int,
+                     help="MoE expert-parallel size"),
+        click.option("--moe-dp", "--moe-dp-size", "moe_dp", type=int, help="MoE DP size"),
+        click.option("--pp", "--pp-size", "--pipeline-parallel-size", "pp", type=int,
+                     help="pipeline-parallel size"),
+        click.option("--nnodes", type=int, help="number of nodes"),
+        click.option("--devices-per-node", type=int, help="devices per node"),
+        click.option("--npu/--gpu", "npu", default=None,
+                     help="Ascend: MOE_EP is always its own communicator"),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def topology_from_kwargs(kwargs: dict[str, Any]) -> Topology | None:
+    """Pop the topology options from a click kwargs dict and build the Topology (or None)."""
+    from tracekit.topology_config import topology_from_options
+
+    picked = {k: kwargs.pop(k, None) for k in TOPOLOGY_KWARGS}
+    return topology_from_options(**picked)
+
+
+@click.command("topo")
+@topology_options
+@click.option("--trace", "trace", type=click.Path(exists=True, path_type=Path),
+              help="infer the config from a trace's process groups (distributedInfo)")
+@click.option("--rank", type=int, help="print one rank's coordinates and groups")
+@click.option("--json", "as_json", is_flag=True, help="coordinates and groups as JSON")
+def command(trace: Path | None, rank: int | None, as_json: bool, **kwargs: Any) -> None:
+    """Rank coordinates (attention and MoE grids) and every group's members."""
+    from tracekit.topology_render import rank_line, render
+
+    topo = topology_from_kwargs(kwargs)
+    if topo is None and trace is not None:
+        topo = _from_trace(trace)
+    if topo is None:
+        raise ConfigError("give a parallel config (--tp ..., --config FILE) or --trace PATH")
+    if rank is not None and not 0 <= rank < topo.config.world_size:
+        raise ConfigError(f"--rank {rank} is outside the world of {topo.config.world_size}")
+    if as_json:
+        out = {
+            "config": {k: getattr(topo.config, k) for k in (
+                "tp", "dp", "enable_dp_attention", "attn_cp", "ep", "moe_dp", "pp", "npu")},
+            "widths": {"attn_dp": topo.config.attn_dp, "attn_tp": topo.config.attn_tp,
+                       "moe_tp": topo.config.moe_tp, "world_size": topo.config.world_size},
+            "coords": topo.coords().to_pylist(),
+            "groups": {g: [list(m) for m in topo.members_of(g)] for g in topo.members},
+            "aliases": topo.alias,
+        }
+        click.echo(json.dumps(out, indent=1))
+        return
+    click.echo(rank_line(topo, rank) if rank is not None else render(topo), nl=rank is not None)
+
+
+def _from_trace(path: Path) -> Topology:
+    from tracekit import api
+    from tracekit.rules.engine import resolve_topology
+    from tracekit.rules.loader import load_rules
+
+    run = api.load(path, api.LoadOptions(jobs=1))
+    topo = resolve_topology(run, api.AnalyzeOptions(), load_rules())
+    if topo is None:
+        raise ConfigError("the trace's process groups do not name SGLang groups; give the "
+                          "config with --tp ... or --config", path)
+    return topo

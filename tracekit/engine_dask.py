@@ -1,0 +1,103 @@
+"""The Dask engine of :func:`tracekit.engine.map_per_rank` (``--engine dask``).
+
+Either a ``distributed.LocalCluster`` of ``jobs`` single-threaded worker processes, started and
+closed around the call, or an existing cluster reached with ``Client(scheduler)``. Each item
+becomes one task (``pure=False``: a re-read file is re-parsed); results are gathered in input
+order. Dask is an optional dependency (the ``dist`` extra) and is imported only here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from tracekit.engine import _Call, _progress, default_jobs, unwrap
+from tracekit.errors import ConfigError
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ConfigError(
+            "--engine dask needs dask.distributed: pip install 'tracekit[dist]'"
+        ) from exc
+    return distributed
+
+
+@contextlib.contextmanager
+def client_for(
+    jobs: int | None = None, scheduler: str | None = None, *, processes: bool = True
+) -> Iterator[Any]:
+    """A connected ``distributed.Client``: to ``scheduler``, or to a fresh LocalCluster."""
+    distributed = _import_distributed()
+    if scheduler:
+        try:
+            client = distributed.Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise ConfigError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from exc
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    cluster = distributed.LocalCluster(
+        n_workers=jobs or default_jobs(),
+        threads_per_worker=1,
+        processes=processes,
+        dashboard_address=None,
+        # no dashboard, and its HTTP endpoint on a free port rather than the shared 8787
+        scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"},
+        silence_logs=40,  # logging.ERROR
+    )
+    try:
+        client = distributed.Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+
+
+def map_dask(
+    func: Callable[[Any], Any],
+    items: Sequence[Any],
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+    label: str = "parse",
+    processes: bool = True,
+    client: Any = None,
+) -> list[Any]:
+    """``[func(x) for x in items]`` as Dask tasks, in input order.
+
+    Pass ``client`` to reuse a connected client (tests, repeated calls); otherwise one is made
+    with :func:`client_for` and closed afterwards.
+    """
+    items = list(items)
+    if not items:
+        return []
+    if client is not None:
+        return _run(client, func, items, progress, label)
+    with client_for(jobs, scheduler, processes=processes) as own:
+        return _run(own, func, items, progress, label)
+
+
+def _run(
+    client: Any, func: Callable[[Any], Any], items: list[Any], progress: bool, label: str
+) -> list[Any]:
+    distributed = _import_distributed()
+    call = _Call(func)
+    futures = client.map(call, items, pure=False)
+    try:
+        with _progress(len(items), label, progress) as advance:
+            for _ in distributed.as_completed(futures):
+                advance()
+        results = client.gather(futures)
+    except BaseException:
+        client.cancel(futures)
+        raise
+    return [unwrap(r) for r in results]

@@ -1,0 +1,13 @@
+"""Measurement: time classes, exposed communication, alpha-beta bounds, cross-rank wait.
+
+``measure_run(run, attributed, options) -> Analysis`` is the stage (tracekit.api.measure);
+``bounds`` holds the pure formulas, ``hardware`` the link profiles, ``format_phase_table``
+prints the per-phase table.
+"""
+
+from __future__ import annotations
+
+from tracekit.measure.phasetable import format_phase_table
+from tracekit.measure.run import measure_run
+
+__all__ = ["format_phase_table", "measure_run"]

@@ -1,0 +1,267 @@
+"""Cross-rank matching of collective instances: transfer time, wait, start skew, stragglers.
+
+Each rank file holds one row per collective it ran (``is_instance``). The same collective on
+different ranks is matched by, in order of preference: the Comms Id; the process group's
+sequence number; else its order among the collectives of the same group on that rank, the
+group being keyed by its member ranks (else its process-group name, else its group label; a
+row with none of these is left unmatched) (BOUNDS_AND_PEERS.md sections 6-7; TraceLens and msprof
+use the same minimum-duration definition).
+
+Per instance: transfer = min over ranks of the duration (the time the data took once every
+rank had arrived), wait = a rank's duration minus that, skew = its start minus the earliest
+start. The straggler of an instance is the rank that started last; its weight is the wait it
+caused the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit import schema
+from tracekit.schema import KernelClass
+
+STRAGGLER_MIN_SHARE = 0.5
+STRAGGLER_MIN_WAIT_FRACTION = 0.05
+END = "_end"
+ROW = "_row"
+MEMBERS = "_members"
+KEY = "_key"
+N_SEEN = "_n_seen"
+LAST = "_last"
+
+_COLUMNS = (
+    schema.RANK, schema.EVENT_ID, schema.PID, schema.TS_NS, schema.DUR_NS, schema.NAME,
+    schema.OP, schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
+    schema.IN_BYTES, schema.OUT_BYTES, schema.IN_SPLIT, schema.OUT_SPLIT, schema.GROUP_SIZE,
+    schema.PG_NAME, schema.PG_RANKS, schema.SEQ, schema.COMMS_ID, schema.LOGICAL_ID,
+)
+
+
+def _decode(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    return col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+
+
+def frame(table: pa.Table) -> pd.DataFrame:
+    """pandas frame with dictionary columns decoded to plain strings (no categoricals)."""
+    return pa.table({c: _decode(table.column(c)) for c in table.column_names}).to_pandas()
+
+
+_META = (
+    schema.OP, schema.IN_BYTES, schema.OUT_BYTES, schema.IN_SPLIT, schema.OUT_SPLIT,
+    schema.GROUP_SIZE, schema.PG_NAME, schema.PG_RANKS, schema.SEQ, schema.COMMS_ID,
+)
+
+
+def _mask(values: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.bool_]:
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
+    """A pandas frame as a table of ``target`` (NaN -> null, floats rounded into ints)."""
+    arrays = []
+    for f in target:
+        typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        if f.name not in df.columns:
+            arrays.append(pa.nulls(len(df), typ))
+            continue
+        col = df[f.name]
+        if pa.types.is_string(typ):
+            obj = col.astype(object)
+            arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
+        elif pa.types.is_integer(typ):
+            values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
+            arrays.append(pa.array(np.rint(np.nan_to_num(values)).astype(np.int64),
+                                   mask=np.isnan(values)).cast(typ))
+        elif pa.types.is_boolean(typ):
+            obj = col.astype(object)
+            arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
+        elif pa.types.is_list(typ):
+            arrays.append(pa.array(col.tolist(), type=typ))
+        else:
+            arrays.append(pa.array(col, type=typ, from_pandas=True))
+    table = pa.Table.from_arrays(arrays, names=[f.name for f in target])
+    return schema.conform(table, target)
+
+
+def instance_rows(attributed: pa.Table) -> pd.DataFrame:
+    """The rows that carry a collective's time on a rank, one per logical collective.
+
+    Their communication metadata is completed from the CPU wrapper rows of the same logical
+    collective (same rank and logical id, ``is_instance`` false): on gloo traces the runloop
+    span says ``all_to_all`` with in = out bytes while the c10d op that launched it holds the
+    split sizes and the gathered output size.
+    """
+    flag = attributed.column(schema.IS_INSTANCE)
+    cls = _decode(attributed.column(schema.KERNEL_CLASS))
+    comm_like = pc.is_in(cls, pa.array([KernelClass.COMM, KernelClass.FUSED]))
+    on_device = pc.is_valid(attributed.column(schema.DEVICE))
+    fallback = pc.and_(pc.and_(pc.is_null(flag), pc.fill_null(comm_like, False)), on_device)
+    rows = np.flatnonzero(_mask(pc.or_(pc.fill_null(flag, False), fallback)))
+    wrapper = pc.and_(pc.and_(pc.invert(pc.fill_null(flag, True)),
+                              pc.is_valid(attributed.column(schema.LOGICAL_ID))),
+                      pc.is_valid(attributed.column(schema.OP)))
+    wrappers = frame(attributed.filter(wrapper).select([schema.RANK, schema.LOGICAL_ID,
+                                                        *_META]))
+    df = _enrich(frame(attributed.take(pa.array(rows)).select(list(_COLUMNS))), wrappers)
+    df[ROW] = rows
+    members = pa.array(df[schema.PG_RANKS].tolist(), type=pa.list_(pa.int64())).cast(
+        pa.list_(pa.string()))
+    df[MEMBERS] = pc.binary_join(members, ",").to_pandas()
+    df[END] = df[schema.TS_NS] + df[schema.DUR_NS]
+    return _merge_logical(df)
+
+
+def _enrich(df: pd.DataFrame, wrappers: pd.DataFrame) -> pd.DataFrame:
+    """Take each metadata column from the wrapper where it has a value."""
+    if wrappers.empty or df.empty or df[schema.LOGICAL_ID].isna().all():
+        return df
+    first = wrappers.groupby([schema.RANK, schema.LOGICAL_ID]).first()
+    keys = pd.MultiIndex.from_arrays([df[schema.RANK], df[schema.LOGICAL_ID]])
+    found = first.reindex(keys)
+    for col in _META:
+        values = found[col].to_numpy(dtype=object)
+        has = ~pd.isna(values)  # elementwise; a list value is not NA
+        if has.any():
+            merged = df[col].astype(object).to_numpy(copy=True)
+            merged[has] = values[has]
+            df[col] = pd.Series(merged, index=df.index).infer_objects()
+    return df
+
+
+def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:
+    """Members of rows whose trace lacks the group's ranks, from the topology's member lists.
+
+    ``topology`` is a tracekit.topology.Topology (``group_of(rank, group)``); rows keep NaN
+    when there is none or the group is unknown. Without members, instances are matched by the
+    group label alone, which merges distinct communicators of one kind (two ATTN_TP groups).
+    """
+    if topology is None or df.empty:
+        return df
+    need = df[MEMBERS].isna() & df[schema.GROUP].notna()
+    if not need.any():
+        return df
+    pairs = df.loc[need, [schema.RANK, schema.GROUP]].drop_duplicates()
+    found = {
+        (int(r), str(g)): tuple(int(x) for x in m)
+        for r, g in pairs.itertuples(index=False)
+        if (m := topology.group_of(int(r), str(g))) is not None
+    }
+    keys = pd.Series(list(zip(df.loc[need, schema.RANK].astype(int),
+                              df.loc[need, schema.GROUP].astype(str), strict=True)),
+                     index=df.index[need])
+    lists = keys.map(found)
+    out = df.copy()
+    out.loc[need, MEMBERS] = lists.map(lambda m: ",".join(map(str, m)), na_action="ignore")
+    no_ranks = need & out[schema.PG_RANKS].isna()
+    out[schema.PG_RANKS] = out[schema.PG_RANKS].astype(object)
+    out.loc[no_ranks, schema.PG_RANKS] = lists[no_ranks[need].to_numpy()].map(
+        lambda m: list(m), na_action="ignore")
+    return out
+
+
+def _merge_logical(df: pd.DataFrame) -> pd.DataFrame:
+    """Kernels sharing a logical id on a rank form one collective: first row, whole span."""
+    has = df[schema.LOGICAL_ID].notna()
+    if not has.any():
+        return df.reset_index(drop=True)
+    part = df[has].sort_values(schema.TS_NS, kind="stable")
+    grouped = part.groupby([schema.RANK, schema.LOGICAL_ID], sort=False)
+    first = grouped.head(1).set_index([schema.RANK, schema.LOGICAL_ID])
+    first[END] = grouped[END].max()
+    first = first.reset_index()
+    first[schema.DUR_NS] = first[END] - first[schema.TS_NS]
+    return pd.concat([df[~has], first], ignore_index=True)
+
+
+def match(df: pd.DataFrame) -> pd.DataFrame:
+    """Add instance, transfer, wait, skew, n_seen and last-arrival columns to instance rows."""
+    out = df.sort_values([schema.TS_NS, schema.RANK], kind="stable").reset_index(drop=True)
+    if out.empty:
+        for c in (schema.INSTANCE, schema.TRANSFER_NS, schema.WAIT_NS, schema.SKEW_NS, N_SEEN):
+            out[c] = pd.Series(dtype="int64")
+        out[LAST] = pd.Series(dtype=bool)
+        return out
+    members = out[MEMBERS].fillna(out[schema.PG_NAME]).fillna(out[schema.GROUP])
+    # nothing says which communicator it ran on: not matched across ranks (no guessing)
+    unknown = members.isna()
+    members = members.where(~unknown, "?r" + out[schema.RANK].astype(str)).astype(str)
+    ordinal = out.groupby([out[schema.RANK], members], sort=False).cumcount().astype(str)
+    by_order = "o" + members + "#" + ordinal
+    by_seq = "s" + members + "#" + out[schema.SEQ].astype("Int64").astype(str)
+    by_id = "c" + out[schema.COMMS_ID].astype("UInt64").astype(str)
+    key = by_order.where(out[schema.SEQ].isna(), by_seq)
+    out[KEY] = key.where(out[schema.COMMS_ID].isna(), by_id)
+    out[schema.INSTANCE] = pd.factorize(out[KEY])[0].astype("int64")
+    g = out.groupby(schema.INSTANCE, sort=False)
+    transfer = g[schema.DUR_NS].transform("min")
+    out[schema.TRANSFER_NS] = transfer
+    out[schema.WAIT_NS] = out[schema.DUR_NS] - transfer
+    out[schema.SKEW_NS] = out[schema.TS_NS] - g[schema.TS_NS].transform("min")
+    out[N_SEEN] = g[schema.RANK].transform("nunique")
+    last_idx = g[schema.TS_NS].idxmax()
+    out[LAST] = False
+    out.loc[last_idx.to_numpy(), LAST] = True
+    return out
+
+
+def stragglers(matched: pd.DataFrame) -> pa.Table:
+    """STRAGGLERS: per rank, how often it started last and how much waiting that caused."""
+    multi = matched[matched[N_SEEN] >= 2]
+    total_wait = multi.groupby(schema.INSTANCE)[schema.WAIT_NS].transform("sum")
+    caused = (total_wait - multi[schema.WAIT_NS]).where(multi[LAST], 0)
+    per = pd.DataFrame({
+        schema.RANK: multi[schema.RANK],
+        schema.COUNT: 1,
+        schema.LAST_COUNT: multi[LAST].astype("int64"),
+        schema.CAUSED_WAIT_NS: caused.astype("int64"),
+        schema.WAIT_NS: multi[schema.WAIT_NS].astype("int64"),
+    }).groupby(schema.RANK, as_index=False).sum()
+    all_wait = float(per[schema.WAIT_NS].sum())
+    per[schema.SHARE] = per[schema.CAUSED_WAIT_NS] / all_wait if all_wait > 0 else 0.0
+    per = per.sort_values(schema.CAUSED_WAIT_NS, ascending=False, kind="stable")
+    return table_of(per, schema.STRAGGLERS)
+
+
+def straggler_findings(table: pa.Table, matched: pd.DataFrame) -> pa.Table:
+    """A FINDINGS row for each rank whose caused wait passes the thresholds.
+
+    A rank is reported when it caused at least max(STRAGGLER_MIN_SHARE, 1.5 / ranks) of all
+    wait and the wait is at least STRAGGLER_MIN_WAIT_FRACTION of the matched collectives' time.
+    """
+    df = frame(table)
+    multi = matched[matched[N_SEEN] >= 2]
+    busy = float(multi[schema.DUR_NS].sum())
+    all_wait = float(df[schema.WAIT_NS].sum()) if not df.empty else 0.0
+    n_ranks = max(1, int(df[schema.RANK].nunique())) if not df.empty else 1
+    threshold = max(STRAGGLER_MIN_SHARE, 1.5 / n_ranks)
+    if busy <= 0 or all_wait < STRAGGLER_MIN_WAIT_FRACTION * busy:
+        return schema.empty(schema.FINDINGS)
+    hit = df[df[schema.SHARE] >= threshold]
+    if hit.empty:
+        return schema.empty(schema.FINDINGS)
+    msg = (
+        "rank " + hit[schema.RANK].astype(str) + " started last in "
+        + hit[schema.LAST_COUNT].astype(str) + " of " + hit[schema.COUNT].astype(str)
+        + " matched collectives; the other ranks waited "
+        + (hit[schema.CAUSED_WAIT_NS] / 1e6).map("{:.3f}".format) + " ms for it ("
+        + (100 * hit[schema.SHARE]).map("{:.0f}".format) + "% of all wait)"
+    )
+    evidence = (
+        "caused_wait_ns=" + hit[schema.CAUSED_WAIT_NS].astype(str) + " all_wait_ns="
+        + str(int(all_wait)) + " matched_busy_ns=" + str(int(busy)) + " threshold_share="
+        + f"{threshold:.2f}"
+    )
+    out = pa.table({
+        schema.RULE_ID: ["measure.straggler"] * len(hit),
+        schema.SEVERITY: ["warning"] * len(hit),
+        schema.RANKS: pa.array([[int(r)] for r in hit[schema.RANK]], pa.list_(pa.int32())),
+        schema.MESSAGE: msg.tolist(),
+        schema.EVIDENCE: evidence.tolist(),
+    })
+    return schema.conform(out, schema.FINDINGS)

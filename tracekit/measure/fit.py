@@ -1,0 +1,84 @@
+"""Robust alpha-beta fit of transfer time against bytes, per (group, op, link class).
+
+Model: transfer_ns = alpha + bus_bytes / B, with bus_bytes = S * f(n) (nccl-tests bus
+factor), so 1 / slope is directly comparable with a profile's achievable bus bandwidth
+(bytes per ns = GB/s). The fit is Theil-Sen (Sen 1968): slope = median of the pairwise
+slopes, intercept = median of y - slope * x; it tolerates up to ~29% outliers (waits that
+leak into the minimum, cold first calls) where least squares does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit.measure.crossrank import table_of
+from tracekit.measure.hardware import HardwareProfile
+
+MAX_POINTS = 1500  # pairwise slopes are O(n^2): above this a fixed-seed sample is used
+THEIL_SEN = "theil-sen"
+MEDIAN = "median"
+BUS_BYTES = "_bus_bytes"
+
+
+@dataclass(frozen=True)
+class Fit:
+    alpha: float  # intercept, y units
+    slope: float  # y units per x unit; NaN when x does not vary
+    count: int
+    method: str
+
+
+def theil_sen(x: npt.ArrayLike, y: npt.ArrayLike, *, max_points: int = MAX_POINTS,
+              seed: int = 0) -> Fit:
+    """Theil-Sen line through (x, y); with a single distinct x, the median of y and no slope."""
+    xa = np.asarray(x, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya = xa[ok], ya[ok]
+    count = int(xa.size)
+    if count == 0:
+        return Fit(np.nan, np.nan, 0, MEDIAN)
+    if np.unique(xa).size < 2:
+        return Fit(float(np.median(ya)), np.nan, count, MEDIAN)
+    if count > max_points:
+        pick = np.random.default_rng(seed).choice(count, size=max_points, replace=False)
+        xs, ys = xa[pick], ya[pick]
+    else:
+        xs, ys = xa, ya
+    i, j = np.triu_indices(xs.size, k=1)
+    dx = xs[j] - xs[i]
+    valid = dx != 0
+    slope = float(np.median((ys[j] - ys[i])[valid] / dx[valid]))
+    alpha = float(np.median(ya - slope * xa))
+    return Fit(alpha, slope, count, THEIL_SEN)
+
+
+def fit_table(instances: pd.DataFrame, profile: HardwareProfile | None) -> pa.Table:
+    """FITS: one row per (group, op, link class) from one row per matched instance.
+
+    ``instances`` needs group, op, link_class, transfer_ns and the bus bytes column.
+    """
+    rows = []
+    keys = [schema.GROUP, schema.OP, schema.LINK_CLASS]
+    usable = instances.dropna(subset=[schema.TRANSFER_NS, BUS_BYTES])
+    for key, part in usable.groupby(keys, sort=True, dropna=False):
+        fit = theil_sen(part[BUS_BYTES], part[schema.TRANSFER_NS])
+        bw = 1.0 / fit.slope if np.isfinite(fit.slope) and fit.slope > 0 else np.nan
+        link = profile.links.get(str(key[2])) if profile is not None else None
+        rows.append({
+            schema.GROUP: key[0], schema.OP: key[1], schema.LINK_CLASS: key[2],
+            schema.COUNT: fit.count, schema.ALPHA_NS: fit.alpha, schema.BW_GBPS: bw,
+            schema.PROFILE_ALPHA_NS: link.alpha_us * 1e3 if link else np.nan,
+            schema.PROFILE_BW_GBPS: link.achievable_gbps if link else np.nan,
+            schema.METHOD: fit.method,
+        })
+    if not rows:
+        return schema.empty(schema.FITS)
+    frame = pd.DataFrame(rows)
+    return table_of(frame, schema.FITS)

@@ -1,0 +1,126 @@
+"""PHASES: per (rank, phase, layer) time by class, exposed communication, bytes and bounds.
+
+Rows come at three levels: per rank and layer (layer set), per rank over all layers (layer
+null; this row also counts time outside any layer), and over all ranks (rank and layer null;
+sums over ranks). Busy time per class is the union of intervals on each device (nested CPU
+ops counted once) summed over the rank's devices; time whose row carries no phase counts as
+``other``. ``format_phase_table`` renders the all-rank rows as plain text.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit import schema
+from tracekit.measure.crossrank import frame
+from tracekit.measure.intervals import group_rows, union_length
+from tracekit.measure.phases import CLASS_COLUMNS, CLASSES, Timeline, exposed_by_key
+from tracekit.schema import Phase
+
+_SUMS = (schema.COUNT, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS, schema.BOUND_NS)
+_BOUNDED = "_bounded_transfer"
+
+
+def _phase_layer(attributed: pa.Table,
+                 rows: npt.NDArray[np.int64]) -> tuple[np.ndarray, np.ndarray]:
+    sub = attributed.select([schema.PHASE, schema.LAYER]).take(pa.array(rows))
+    phase_col = sub.column(schema.PHASE)
+    if pa.types.is_dictionary(phase_col.type):
+        phase_col = phase_col.cast(phase_col.type.value_type)
+    phase = np.asarray(pc.fill_null(phase_col, Phase.OTHER).to_numpy(zero_copy_only=False),
+                       dtype=object)
+    layer = np.asarray(pc.fill_null(sub.column(schema.LAYER), -1).to_numpy(), dtype=np.int64)
+    return phase, layer
+
+
+def _time_by_key(tl: Timeline, phase: np.ndarray, layer: np.ndarray) -> pd.DataFrame:
+    """Per (rank, phase, layer) class busy time and exposed communication."""
+    names, phase_code = np.unique(phase.astype(str), return_inverse=True)
+    keys, inv = group_rows(tl.lane, phase_code.reshape(-1).astype(np.int64), layer)
+    n = len(keys)
+    data: dict[str, np.ndarray] = {
+        schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
+        schema.LAYER: keys[:, 2],
+    }
+    for code, col in enumerate(CLASS_COLUMNS):
+        m = tl.cls == code
+        data[col] = union_length(inv[m], tl.start[m], tl.end[m], n)
+    data[schema.EXPOSED_NS] = exposed_by_key(tl, inv, n, keys[:, 0])
+    frame = pd.DataFrame(data)
+    return frame.groupby([schema.RANK, schema.PHASE, schema.LAYER], as_index=False).sum()
+
+
+def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> pa.Table:
+    """PHASES from the timeline (time classes) and the MEASURED rows (bytes, bounds, wait)."""
+    phase, layer = _phase_layer(attributed, tl.row)
+    per_layer = _time_by_key(tl, phase, layer)
+    all_layers = _time_by_key(tl, phase, np.full_like(layer, -1))
+    m = measured.copy()
+    m[schema.PHASE] = m[schema.PHASE].fillna(Phase.OTHER)
+    m[schema.LAYER] = m[schema.LAYER].fillna(-1).astype("int64")
+    m[schema.COUNT] = 1
+    bounded = m[schema.BOUND_NS].notna() & m[schema.TRANSFER_NS].notna()
+    m[_BOUNDED] = m[schema.TRANSFER_NS].where(bounded, 0)
+    sums = [*_SUMS, _BOUNDED]
+    keys = [schema.RANK, schema.PHASE, schema.LAYER]
+    by_layer = m.groupby(keys, as_index=False)[sums].sum(min_count=1)
+    by_rank = m.assign(**{schema.LAYER: -1}).groupby(keys, as_index=False)[sums].sum(min_count=1)
+    lay = per_layer[per_layer[schema.LAYER] >= 0].merge(
+        by_layer[by_layer[schema.LAYER] >= 0], on=keys, how="outer")
+    tot = all_layers.merge(by_rank, on=keys, how="outer")
+    frame = pd.concat([lay, tot], ignore_index=True)
+    everyone = tot.drop(columns=[schema.RANK]).groupby([schema.PHASE, schema.LAYER],
+                                                       as_index=False).sum(min_count=1)
+    everyone[schema.RANK] = -1
+    frame = pd.concat([frame, everyone], ignore_index=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = frame[schema.BOUND_NS].astype("float64") / frame[_BOUNDED].astype("float64")
+    frame[schema.EFFICIENCY] = eff.where(frame[_BOUNDED].fillna(0) > 0)
+    for col in (*CLASS_COLUMNS, schema.EXPOSED_NS, schema.COUNT):
+        frame[col] = frame[col].fillna(0)
+    frame = frame.sort_values([schema.RANK, schema.PHASE, schema.LAYER], kind="stable")
+    table = pa.Table.from_pandas(frame.drop(columns=[_BOUNDED]), preserve_index=False)
+    for name in (schema.RANK, schema.LAYER):
+        col = table.column(name)
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pc.if_else(pc.equal(col, -1), pa.scalar(None, col.type), col))
+    return schema.conform(table, schema.PHASES)
+
+
+def format_phase_table(phases: pa.Table) -> str:
+    """Plain-text per-phase table (all-rank rows): what `tracekit analyze --hardware` prints."""
+    df = frame(phases)
+    df = df[df[schema.RANK].isna() & df[schema.LAYER].isna()]
+    order = {p: i for i, p in enumerate(Phase.ALL)}
+    df = df.sort_values(schema.PHASE, key=lambda s: s.map(order).fillna(len(order)))
+    head = ("phase", "count", "MB", "comm ms", "fused ms", "exposed ms", "transfer ms",
+            "wait ms", "bound ms", "efficiency")
+    lines = [head]
+    for rec in df.itertuples(index=False):
+        r = rec._asdict()
+        eff = r[schema.EFFICIENCY]
+        lines.append((
+            str(r[schema.PHASE]), str(int(r[schema.COUNT])), _num(r[schema.MSG_BYTES], 1e6),
+            _num(r[schema.COMM_NS], 1e6), _num(r[schema.FUSED_NS], 1e6),
+            _num(r[schema.EXPOSED_NS], 1e6), _num(r[schema.TRANSFER_NS], 1e6),
+            _num(r[schema.WAIT_NS], 1e6), _num(r[schema.BOUND_NS], 1e6),
+            "-" if eff is None or pd.isna(eff) else f"{100 * eff:.1f}%",
+        ))
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    return "\n".join(
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                  enumerate(zip(row, widths, strict=True)))
+        for row in lines) + "\n"
+
+
+def _num(value: object, scale: float) -> str:
+    if value is None or pd.isna(value):  # type: ignore[arg-type]
+        return "-"
+    return f"{float(value) / scale:.3f}"  # type: ignore[arg-type]
+
+
+__all__ = ["CLASSES", "format_phase_table", "phase_table"]

@@ -1,0 +1,131 @@
+"""torch.profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``) -> EVENTS of one rank.
+
+``load_kineto_file`` parses one file (TRACE_FORMATS.md Part A): ``kineto_parse`` streams the
+event array into columns, ``kineto_table`` derives kinds, threads, devices and communication
+columns, and this module reads ``distributedInfo`` into PROCESS_GROUPS and RANK_INFO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tracekit import schema as S
+from tracekit.errors import BadInputError
+from tracekit.parsers.kineto_comm import parse_int_list
+from tracekit.parsers.kineto_parse import parse_file, release_memory
+from tracekit.parsers.kineto_table import build_events
+from tracekit.parsers.names import rank_from_name
+
+FORMAT = "kineto"
+
+
+@dataclass
+class RankTables:
+    """What one rank file yields (picklable: it crosses process boundaries)."""
+
+    rank: int
+    events: pa.Table
+    process_groups: pa.Table
+    rank_info: pa.Table
+
+
+def _dist_info(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """distributedInfo, merged with a second block kineto may append at the end of the file."""
+    info = meta.get("distributedInfo")
+    merged: dict[str, Any] = dict(info) if isinstance(info, dict) else {}
+    for more in meta.get("_distributedInfo_more", []):
+        if not isinstance(more, dict):
+            continue
+        for k, v in more.items():
+            if k == "pg_config" and isinstance(v, list):
+                merged["pg_config"] = list(merged.get("pg_config") or []) + v
+            else:
+                merged.setdefault(k, v)
+    return merged
+
+
+def _rank(info: Mapping[str, Any], path: Path, forced: int | None) -> int:
+    if forced is not None:
+        return forced
+    value = info.get("rank")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    guess = rank_from_name(path.name)
+    if guess is not None:
+        return guess
+    raise BadInputError(
+        "no rank: the trace has no distributedInfo.rank and the file name carries none;"
+        " pass it with --rank N (or name the file rank-N.json)", path)
+
+
+def _groups(info: Mapping[str, Any], rank: int) -> tuple[list[dict[str, Any]], dict, dict]:
+    """pg_config entries (every era) -> rows, {pg_name: {desc, ranks}}, {uid: pg_name}."""
+    rows: list[dict[str, Any]] = []
+    by_name: dict[str, dict[str, Any]] = {}
+    by_uid: dict[str, str] = {}
+    seen: set[str] = set()
+    for pg in info.get("pg_config") or []:
+        if not isinstance(pg, dict):
+            continue
+        name = pg.get("pg_name")
+        name = None if name is None else str(name)
+        ranks = parse_int_list(pg.get("ranks"))
+        desc = pg.get("pg_desc")
+        desc = None if desc is None else str(desc)
+        size = pg.get("pg_size")
+        size = size if isinstance(size, int) else (len(ranks) if ranks else None)
+        if name is not None:
+            if name in seen:
+                continue
+            seen.add(name)
+            by_name[name] = {"desc": desc, "ranks": ranks}
+            if pg.get("uid") is not None:
+                by_uid[str(pg["uid"])] = name
+        rows.append({
+            S.RANK: rank, S.PG_NAME: name, S.PG_DESC: desc, S.PG_RANKS: ranks,
+            S.GROUP_SIZE: size,
+            S.GROUP_RANK: ranks.index(rank) if ranks and rank in ranks else None,
+            S.BACKEND: pg.get("backend_config"),
+        })
+    return rows, by_name, by_uid
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> RankTables:
+    """Parse one Kineto file; ``rank`` forces the rank (else distributedInfo, else the name);
+    ``jobs`` > 1 decodes a big file's pieces in that many processes."""
+    trace = parse_file(path, jobs)
+    info = _dist_info(trace.meta)
+    r = _rank(info, path, rank)
+    rows, by_name, by_uid = _groups(info, r)
+    events = build_events(trace.detach_raw(), trace.comm, trace.extra, trace.threads, rank=r,
+                          source=str(path), pg_by_name=by_name, pg_by_uid=by_uid)
+    release_memory()
+    groups = pa.Table.from_pylist(rows, schema=_plain(S.PROCESS_GROUPS))
+    base = _int_or_none(trace.meta.get("baseTimeNanoseconds"))
+    rank_info = pa.Table.from_pylist([{
+        S.RANK: r, S.SOURCE: str(path), S.FORMAT: FORMAT,
+        S.BACKEND: info.get("backend") if isinstance(info.get("backend"), str) else None,
+        S.WORLD_SIZE: _int_or_none(info.get("world_size")),
+        S.HOST: trace.meta.get("host_name") if isinstance(trace.meta.get("host_name"), str)
+        else None,
+        S.BASE_TIME_NS: base, S.COUNT: events.num_rows,
+    }], schema=_plain(S.RANK_INFO))
+    return RankTables(
+        r, events, S.conform(groups, S.PROCESS_GROUPS), S.conform(rank_info, S.RANK_INFO))
+
+
+def _plain(schema: pa.Schema) -> pa.Schema:
+    """The schema with dictionary columns as plain strings (for from_pylist)."""
+    return pa.schema([
+        pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+        for f in schema
+    ])

@@ -1,0 +1,150 @@
+"""Communication metadata of Kineto events: op names, dtypes, sizes, split lists, groups.
+
+Pure functions over the decoded args of one event (a dict from ``kineto_decode``); the table
+level assembly lives in ``kineto_table``. TRACE_FORMATS.md A.1, A.2 and A.6 describe the keys.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit.schema import MetaSource, Op
+
+# c10 ScalarType names (record_param_comms ``dtype``) and C++ type names (``Input type``).
+DTYPE_BYTES: dict[str, int] = {
+    "Byte": 1, "Char": 1, "Short": 2, "Int": 4, "Long": 8, "Half": 2, "Float": 4, "Double": 8,
+    "ComplexHalf": 4, "ComplexFloat": 8, "ComplexDouble": 16, "Bool": 1, "QInt8": 1,
+    "QUInt8": 1, "QInt32": 4, "BFloat16": 2, "QUInt4x2": 1, "QUInt2x4": 1, "Bits8": 1,
+    "Bits16": 2, "Float8_e5m2": 1, "Float8_e4m3fn": 1, "Float8_e5m2fnuz": 1,
+    "Float8_e4m3fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8, "Float8_e8m0fnu": 1,
+    "Float4_e2m1fn_x2": 1,
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8,
+    "int": 4, "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+    "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
+    "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1, "unsigned short": 2,
+    "unsigned int": 4, "unsigned long": 8,
+}
+
+# record_param_comms ``Collective name`` -> schema.Op
+COLLECTIVE_OPS: dict[str, str] = {
+    "allreduce": Op.ALL_REDUCE, "allreduce_coalesced": Op.ALL_REDUCE,
+    "all_reduce": Op.ALL_REDUCE,
+    "broadcast": Op.BROADCAST, "_broadcast_oop": Op.BROADCAST,
+    "reduce": Op.REDUCE, "_reduce_oop": Op.REDUCE,
+    "all_gather": Op.ALL_GATHER, "allgather": Op.ALL_GATHER, "_allgather_base": Op.ALL_GATHER,
+    "allgather_into_tensor_coalesced": Op.ALL_GATHER, "allgather_coalesced": Op.ALL_GATHER,
+    "all_gather_into_tensor": Op.ALL_GATHER, "_all_gather_base": Op.ALL_GATHER,
+    "all_gather_into_tensor_coalesced": Op.ALL_GATHER,
+    "reduce_scatter": Op.REDUCE_SCATTER, "_reduce_scatter_base": Op.REDUCE_SCATTER,
+    "reduce_scatter_tensor_coalesced": Op.REDUCE_SCATTER,
+    "reduce_scatter_tensor": Op.REDUCE_SCATTER,
+    "all_to_all": Op.ALL_TO_ALL, "alltoall": Op.ALL_TO_ALL, "alltoall_base": Op.ALL_TO_ALL,
+    "all_to_allv": Op.ALL_TO_ALLV, "all_to_all_single": Op.ALL_TO_ALL,
+    "send": Op.SEND, "recv": Op.RECV, "recv_any_source": Op.RECV,
+    "gather": Op.GATHER, "scatter": Op.SCATTER, "barrier": Op.BARRIER,
+    "monitored_barrier": Op.BARRIER, "coalesced": Op.OTHER,
+}
+_NOT_COLLECTIVES = frozenset({"wait", "wait_tensor", "_wrap_tensor_autograd", "wait_all"})
+
+# NCCL kernel names: the collective type only (TRACE_FORMATS.md A.2).
+_NCCL_KERNEL = re.compile(
+    r"^nccl(?:Dev|SymkDev|Symk)?Kernel_(?P<a>[A-Za-z]+?)(?:_|\(|$)"
+    r"|^nccl(?P<b>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv)"
+    r"\w*Kernel"
+)
+_KERNEL_COLLS: dict[str, str] = {
+    "AllReduce": Op.ALL_REDUCE, "AllGather": Op.ALL_GATHER, "AllGatherV": Op.ALL_GATHERV,
+    "ReduceScatter": Op.REDUCE_SCATTER, "Broadcast": Op.BROADCAST, "Reduce": Op.REDUCE,
+    "SendRecv": Op.SEND_RECV, "Send": Op.SEND, "Recv": Op.RECV, "AllToAll": Op.ALL_TO_ALL,
+}
+_NAME_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "nccl:", "gloo:")
+
+
+def op_from_collective(coll: str | None) -> str | None:
+    """schema.Op of a ``Collective name``; None for ``wait`` and other non-collectives."""
+    if not coll or coll in _NOT_COLLECTIVES:
+        return None
+    return COLLECTIVE_OPS.get(coll, Op.OTHER)
+
+
+def op_from_name(name: str | None) -> str | None:
+    """schema.Op from an event name: c10d / functional ops, nccl:/gloo: titles, NCCL kernels."""
+    if not name:
+        return None
+    if name.startswith("nccl"):
+        m = _NCCL_KERNEL.match(name)
+        if m is not None:
+            coll = m.group("a") or m.group("b")
+            return _KERNEL_COLLS.get(coll, Op.OTHER)
+    for prefix in _NAME_PREFIXES:
+        if name.startswith(prefix):
+            base = name[len(prefix):].split(" ", 1)[0].rstrip("_")
+            base = base.removesuffix("_out")
+            if base in _NOT_COLLECTIVES:
+                return None
+            return COLLECTIVE_OPS.get(base, Op.OTHER)
+    return None
+
+
+def parse_int_list(value: Any) -> list[int] | None:
+    """``[1, 2]`` or ``"[1, 2]"`` -> [1, 2]; a truncated string list (``…``/``...``) -> None."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [int(v) for v in value] if all(isinstance(v, int) for v in value) else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if "…" in text or "..." in text:
+        return None
+    text = text.strip("[]() ")
+    if not text:
+        return []
+    try:
+        return [int(t) for t in text.split(",")]
+    except ValueError:
+        return None
+
+
+def nelems(dims: Any) -> int | None:
+    """Element count of ``Input Dims`` of one argument: a shape, or a list of shapes."""
+    if not isinstance(dims, list):
+        return None
+    if all(isinstance(d, int) for d in dims):
+        return math.prod(dims)
+    total = 0
+    for d in dims:
+        n = nelems(d)
+        if n is None:
+            return None
+        total += n
+    return total
+
+
+@dataclass
+class CommRecord:
+    """Communication metadata of one event (one row of the comm side table)."""
+
+    op: str | None = None
+    coll_name: str | None = None
+    dtype: str | None = None
+    in_nelems: int | None = None
+    out_nelems: int | None = None
+    in_split: list[int] | None = None
+    out_split: list[int] | None = None
+    group_size: int | None = None
+    pg_name: str | None = None
+    pg_desc: str | None = None
+    pg_ranks: list[int] | None = None
+    seq: int | None = None
+    comms_id: int | None = None
+    peer_rank: int | None = None
+    meta_source: str = MetaSource.ARGS
+
+    def nbytes(self, n: int | None) -> int | None:
+        size = DTYPE_BYTES.get(self.dtype or "")
+        return None if n is None or size is None else n * size

@@ -1,0 +1,117 @@
+"""Nesting on one thread: which event starts inside which (vectorised with searchsorted).
+
+Used to carry communication metadata between the levels of one collective on the CPU side:
+``c10d::allreduce_`` > ``record_param_comms`` > ``nccl:all_reduce`` (TRACE_FORMATS.md A.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit import schema as S
+from tracekit.schema import Kind
+
+
+def dict_mask(col: pa.Array | pa.ChunkedArray, values: Sequence[str]) -> np.ndarray:
+    """numpy bool mask of the rows of a dictionary column whose value is one of ``values``
+    (compared on the dictionary; nulls are False; no per-row strings are built)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    hit = np.asarray(pc.fill_null(pc.is_in(arr.dictionary, pa.array(values, pa.string())),
+                                  False), dtype=bool)
+    codes = np.asarray(pc.fill_null(arr.indices, -1), dtype=np.int64)
+    return np.append(hit, False)[codes]  # code -1 (null) reads the appended False
+
+
+def first_enclosed(parents: np.ndarray, children: np.ndarray, pid: np.ndarray,
+                   tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each parent row, the first child row on the same (pid, tid) that starts within
+    the parent's ``[ts, end]``; -1 where there is none. Rows index ``pid``/``tid``/``ts``."""
+    out = np.full(parents.size, -1, dtype=np.int64)
+    if not parents.size or not children.size:
+        return out
+    order = np.lexsort((ts[children], tid[children], pid[children]))
+    kids = children[order]
+    kp, kt, kts = pid[kids], tid[kids], ts[kids]
+    pp, pt = pid[parents], tid[parents]
+    for p, t in np.unique(np.stack([pp, pt], axis=1), axis=0).tolist():
+        lo = int(np.searchsorted(kp, p, side="left"))
+        hi = int(np.searchsorted(kp, p, side="right"))
+        lo, hi = (lo + int(np.searchsorted(kt[lo:hi], t, side="left")),
+                  lo + int(np.searchsorted(kt[lo:hi], t, side="right")))
+        if lo == hi:
+            continue
+        sel = np.flatnonzero((pp == p) & (pt == t))
+        pos = lo + np.searchsorted(kts[lo:hi], ts[parents[sel]], side="left")
+        at = np.minimum(pos, hi - 1)
+        ok = (pos < hi) & (kts[at] <= end[parents[sel]])
+        out[sel] = np.where(ok, kids[at], -1)
+    return out
+
+
+class Nest:
+    """CPU-side levels of one collective on a thread: c10d op > record_param_comms > title.
+
+    Only the rows at one of these levels are kept (positions in ``rows``)."""
+
+    def __init__(self, t: pa.Table, kind: pa.Array) -> None:
+        name = t.column(S.NAME).combine_chunks()
+        wrapper = np.asarray(_prefix_mask(name, WRAPPER_PREFIXES), dtype=bool)
+        title = np.asarray(_prefix_mask(name, TITLE_PREFIXES), dtype=bool)
+        comm_op = dict_mask(kind, (Kind.COMM_OP,))
+        self.rows = np.flatnonzero(wrapper | title | comm_op)
+        at = pa.array(self.rows, pa.int64())
+
+        def col(key: str, fill: int = -1) -> np.ndarray:
+            return np.array(pc.fill_null(t.column(key).take(at), fill).to_numpy(
+                zero_copy_only=False), dtype=np.int64)
+
+        self.pid, self.tid, self.ts = col(S.PID), col(S.TID), col(S.TS_NS)
+        self.end = self.ts + col(S.DUR_NS, 0)
+        self.wrapper, self.title = wrapper[self.rows], title[self.rows]
+        self.comm_op = comm_op[self.rows]
+
+    def _enclosed(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
+        return first_enclosed(parents, children, self.pid, self.tid, self.ts, self.end)
+
+    def wrappers_take_inner_record(self, rec_idx: np.ndarray, linked: np.ndarray,
+                                   side: pa.Table) -> np.ndarray:
+        """c10d ops whose inputs give no size take the record of the record_param_comms they
+        enclose (its args: dtype, sizes, group)."""
+        rec = rec_idx[self.rows]
+        no_bytes = np.append(np.asarray(pc.is_null(side.column(S.IN_BYTES)), dtype=bool), True)
+        own_size = ~no_bytes[rec]  # rec -1 reads the appended True
+        parents = np.flatnonzero(self.wrapper & ~own_size)
+        inner = self._enclosed(parents, np.flatnonzero(self.comm_op & (rec >= 0)))
+        hit = inner >= 0
+        out = linked.copy()
+        out[self.rows[parents[hit]]] = rec[inner[hit]]
+        return out
+
+    def bare_param_comms_take_title_op(self, op: pa.Array, rec_idx: np.ndarray) -> pa.Array:
+        """record_param_comms without args (2022-23 traces) take the op of the ``nccl:*``
+        title they enclose (the ``wait`` ones enclose none and stay without op)."""
+        parents = np.flatnonzero(self.comm_op & (rec_idx[self.rows] < 0))
+        inner = self._enclosed(parents, np.flatnonzero(self.title))
+        hit = inner >= 0
+        if not hit.any():
+            return op
+        src = np.arange(len(op))
+        src[self.rows[parents[hit]]] = self.rows[inner[hit]]
+        return pc.coalesce(op, op.take(pa.array(src)))
+
+
+WRAPPER_PREFIXES = ("c10d::", "_c10d_functional::")
+TITLE_PREFIXES = ("nccl:", "gloo:")
+
+
+def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> pa.Array:
+    hit = pc.starts_with(col.dictionary, prefixes[0])
+    for p in prefixes[1:]:
+        hit = pc.or_(hit, pc.starts_with(col.dictionary, p))
+    return pc.fill_null(hit.take(col.indices), False)

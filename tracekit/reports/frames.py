@@ -1,0 +1,229 @@
+"""Pure functions that turn an Analysis' result tables into small pandas frames for reporters.
+
+Nothing here plots or formats; nothing here measures. These functions only select, sum and
+sort what the earlier stages computed, so every reporter (text, JSON, HTML, Markdown) shows
+the same figures. Every function accepts missing tables (None or empty) and returns an empty
+frame with the expected columns instead of failing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tracekit import schema as s
+from tracekit.api import Analysis
+
+# Columns that reports derive (not schema columns): named once here.
+KERNELS = "kernels"  # device kernels per rank
+SPAN_NS = s.SPAN_NS  # last event end minus first event start on a rank
+END_NS = "end_ns"
+BUSY_NS = "busy_ns"  # compute + fused + memcpy + exposed communication
+EXPOSED_COMM_PCT = "exposed_comm_pct"  # 100 x exposed / busy
+
+# The per-phase time columns summed from PHASES, in display order.
+PHASE_SUMS = (
+    s.COUNT, s.MSG_BYTES, s.COMM_NS, s.FUSED_NS, s.COMPUTE_NS, s.MEMCPY_NS, s.EXPOSED_NS,
+    s.TRANSFER_NS, s.WAIT_NS, s.BOUND_NS,
+)
+# The per-path sums taken from MEASURED.
+PATH_SUMS = (s.COUNT, s.MSG_BYTES, s.DUR_NS, s.TRANSFER_NS, s.WAIT_NS, s.BOUND_NS, s.EXPOSED_NS)
+PATH_KEYS = (s.PHASE, s.PATH, s.GROUP, s.OP)
+
+
+def has_rows(table: pa.Table | None) -> bool:
+    return table is not None and table.num_rows > 0
+
+
+def to_frame(table: pa.Table | None, columns: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
+    """A pandas frame of ``table`` with dictionaries decoded to plain strings.
+
+    Columns of ``columns`` missing from the table come back as all-null columns, so callers can
+    select them unconditionally.
+    """
+    if table is None:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    wanted = [c for c in columns if c in table.column_names] if columns else table.column_names
+    sub = table.select(wanted)
+    arrays = [
+        col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+        for col in sub.columns
+    ]
+    df = pa.Table.from_arrays(arrays, names=wanted).to_pandas()
+    for c in columns:
+        if c not in df.columns:
+            df[c] = pd.Series([None] * len(df), dtype=object)
+    return df[list(columns)] if columns else df
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    """num / den, or None when the denominator is zero or missing."""
+    if den is None or not np.isfinite(den) or den == 0 or num is None or not np.isfinite(num):
+        return None
+    return float(num) / float(den)
+
+
+def ranks(analysis: Analysis) -> list[int]:
+    """The ranks of the run, from RANK_INFO, else from whatever table has them."""
+    for table in (analysis.run.rank_info, analysis.run.events, analysis.measured):
+        if table is not None and table.num_rows and s.RANK in table.column_names:
+            values = table.column(s.RANK).drop_null().unique().to_pylist()
+            return sorted(int(v) for v in values)
+    return []
+
+
+def _phase_order(values: pd.Series) -> pd.Series:
+    order = {p: i for i, p in enumerate(s.Phase.ALL)}
+    return values.map(lambda p: order.get(p, len(order)))
+
+
+def phase_totals(analysis: Analysis) -> pd.DataFrame:
+    """One row per phase: PHASE_SUMS summed over ranks and layers, plus the efficiency.
+
+    PHASES may carry all-rank total rows (rank and layer null), per-rank rows (layer null) and
+    per-layer rows; the coarsest rows present are used so nothing is counted twice. Without
+    PHASES the sums come from MEASURED (compute and memcpy then stay null).
+    """
+    cols = [s.PHASE, *PHASE_SUMS, s.EFFICIENCY]
+    if has_rows(analysis.phases):
+        df = to_frame(analysis.phases, [s.RANK, s.LAYER, *cols])
+        totals = df[df[s.RANK].isna() & df[s.LAYER].isna()]
+        per_rank = df[df[s.RANK].notna() & df[s.LAYER].isna()]
+        rows = totals if len(totals) else per_rank if len(per_rank) else df
+    elif has_rows(analysis.measured):
+        m = to_frame(analysis.measured, [s.PHASE, s.KERNEL_CLASS, s.MSG_BYTES, s.DUR_NS,
+                                         s.EXPOSED_NS, s.TRANSFER_NS, s.WAIT_NS, s.BOUND_NS])
+        fused = m[s.KERNEL_CLASS] == s.KernelClass.FUSED
+        rows = pd.DataFrame({
+            s.PHASE: m[s.PHASE].fillna(s.Phase.OTHER),
+            s.COUNT: 1,
+            s.MSG_BYTES: m[s.MSG_BYTES],
+            s.COMM_NS: m[s.DUR_NS].where(~fused, 0),
+            s.FUSED_NS: m[s.DUR_NS].where(fused, 0),
+            s.COMPUTE_NS: np.nan,
+            s.MEMCPY_NS: np.nan,
+            s.EXPOSED_NS: m[s.EXPOSED_NS],
+            s.TRANSFER_NS: m[s.TRANSFER_NS],
+            s.WAIT_NS: m[s.WAIT_NS],
+            s.BOUND_NS: m[s.BOUND_NS],
+        })
+    else:
+        return pd.DataFrame(columns=cols)
+    rows = rows.assign(**{s.PHASE: rows[s.PHASE].fillna(s.Phase.OTHER)})
+    sums = rows.groupby(s.PHASE, sort=False)[list(PHASE_SUMS)].sum(min_count=1).reset_index()
+    sums[s.EFFICIENCY] = _efficiency(sums)
+    sums = sums.iloc[np.lexsort((sums[s.PHASE].to_numpy(), _phase_order(sums[s.PHASE])))]
+    return sums[cols].reset_index(drop=True)
+
+
+def _efficiency(df: pd.DataFrame) -> pd.Series:
+    bound = df[s.BOUND_NS].astype(float)
+    transfer = df[s.TRANSFER_NS].astype(float)
+    return (bound / transfer.where(transfer > 0)).astype(float)
+
+
+def run_totals(phases: pd.DataFrame) -> dict[str, float | None]:
+    """Totals over phases, the exposed-communication share and the overall efficiency.
+
+    ``busy_ns`` = compute + fused + memcpy + exposed communication: device time that was not
+    hidden. ``exposed_comm_pct`` = 100 x exposed / busy.
+    """
+    out: dict[str, float | None] = {}
+    for col in PHASE_SUMS:
+        values = phases[col].astype(float) if col in phases else pd.Series(dtype=float)
+        out[col] = float(values.sum()) if values.notna().any() else None
+    busy = sum(out[c] or 0.0 for c in (s.COMPUTE_NS, s.FUSED_NS, s.MEMCPY_NS, s.EXPOSED_NS))
+    pct = ratio(out[s.EXPOSED_NS], busy)
+    out[BUSY_NS] = busy if busy else None
+    out[EXPOSED_COMM_PCT] = None if pct is None else 100.0 * pct
+    out[s.EFFICIENCY] = ratio(out[s.BOUND_NS], out[s.TRANSFER_NS])
+    return out
+
+
+def path_totals(analysis: Analysis) -> pd.DataFrame:
+    """One row per (phase, path, group, op) of MEASURED with PATH_SUMS and the efficiency.
+
+    Without MEASURED the instance rows of ATTRIBUTED give counts and durations only.
+    """
+    cols = [*PATH_KEYS, *PATH_SUMS, s.EFFICIENCY]
+    if has_rows(analysis.measured):
+        m = to_frame(analysis.measured, [*PATH_KEYS, *PATH_SUMS[1:]])
+    elif has_rows(analysis.attributed):
+        a = to_frame(analysis.attributed, [*PATH_KEYS, s.IS_INSTANCE, s.IN_BYTES, s.DUR_NS])
+        a = a[a[s.IS_INSTANCE].fillna(False).astype(bool) & a[s.PATH].notna()]
+        m = a.rename(columns={s.IN_BYTES: s.MSG_BYTES})
+        for col in PATH_SUMS[2:]:
+            if col != s.DUR_NS:
+                m[col] = np.nan
+    else:
+        return pd.DataFrame(columns=cols)
+    m = m.assign(**{k: m[k].fillna("") for k in PATH_KEYS}, **{s.COUNT: 1})
+    sums = m.groupby(list(PATH_KEYS), sort=True)[list(PATH_SUMS)].sum(min_count=1).reset_index()
+    sums[s.EFFICIENCY] = _efficiency(sums)
+    order = np.lexsort((sums[s.OP], sums[s.GROUP], sums[s.PATH], _phase_order(sums[s.PHASE])))
+    return sums.iloc[order][cols].reset_index(drop=True)
+
+
+def attribution_counts(analysis: Analysis) -> dict[str, int]:
+    """How many collective instances are attributed, ambiguous, unattributed."""
+    counts = {status: 0 for status in s.Status.ALL}
+    if not has_rows(analysis.attributed):
+        return counts
+    a = to_frame(analysis.attributed, [s.IS_INSTANCE, s.STATUS])
+    inst = a[a[s.IS_INSTANCE].fillna(False).astype(bool)]
+    for status, n in inst[s.STATUS].fillna(s.Status.UNATTRIBUTED).value_counts().items():
+        counts[str(status)] = int(n)
+    return counts
+
+
+FINDING_COLS = (s.SEVERITY, s.RULE_ID, s.LAYER, s.GROUP, s.PATH, s.RANKS, s.MESSAGE, s.EVIDENCE)
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def findings(analysis: Analysis) -> pd.DataFrame:
+    """FINDINGS sorted by severity, rule, layer; ranks as plain lists; a phase column added."""
+    cols = [*FINDING_COLS, s.PHASE]
+    if not has_rows(analysis.findings):
+        return pd.DataFrame(columns=cols)
+    f = to_frame(analysis.findings, FINDING_COLS)
+    f[s.RANKS] = f[s.RANKS].map(lambda v: [] if v is None else [int(x) for x in v])
+    f[s.PHASE] = f[s.PATH].map(lambda p: s.PathLabel.PHASE_OF.get(p, s.Phase.OTHER))
+    sev = f[s.SEVERITY].map(lambda v: _SEVERITY_ORDER.get(v, 3))
+    layer = f[s.LAYER].astype(float).fillna(-1)
+    order = np.lexsort((f[s.MESSAGE].fillna("").to_numpy(), layer.to_numpy(),
+                        f[s.RULE_ID].fillna("").to_numpy(), sev.to_numpy()))
+    return f.iloc[order][cols].reset_index(drop=True)
+
+
+def comm_events(analysis: Analysis) -> pd.DataFrame:
+    """Communication events of EVENTS by (op, pg_desc): what a run without analysis shows."""
+    cols = [s.OP, s.PG_DESC, s.COUNT, s.IN_BYTES, s.DUR_NS]
+    events = analysis.run.events
+    if not has_rows(events):
+        return pd.DataFrame(columns=cols)
+    e = to_frame(events, [s.OP, s.PG_DESC, s.KIND, s.IN_BYTES, s.DUR_NS])
+    e = e[e[s.OP].notna() & (e[s.KIND] == s.Kind.KERNEL)]
+    e = e.assign(**{s.PG_DESC: e[s.PG_DESC].fillna(""), s.COUNT: 1})
+    sums = e.groupby([s.OP, s.PG_DESC], sort=True)[[s.COUNT, s.IN_BYTES, s.DUR_NS]].sum(
+        min_count=1
+    )
+    return sums.reset_index()[cols]
+
+
+def events_overview(analysis: Analysis) -> pd.DataFrame:
+    """Per rank: events read, the time span covered and the device kernel count."""
+    cols = [s.RANK, s.COUNT, KERNELS, SPAN_NS]
+    events = analysis.run.events
+    if not has_rows(events):
+        return pd.DataFrame(columns=cols)
+    e = to_frame(events, [s.RANK, s.KIND, s.TS_NS, s.DUR_NS])
+    e[END_NS] = e[s.TS_NS] + e[s.DUR_NS]
+    e[KERNELS] = (e[s.KIND] == s.Kind.KERNEL).astype(int)
+    g = e.groupby(s.RANK, sort=True)
+    out = pd.DataFrame({
+        s.COUNT: g[s.TS_NS].size(),
+        KERNELS: g[KERNELS].sum(),
+        SPAN_NS: g[END_NS].max() - g[s.TS_NS].min(),
+    })
+    return out.reset_index()[cols]

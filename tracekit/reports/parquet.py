@@ -1,0 +1,57 @@
+"""Parquet of the result tables, so a run is parsed once and analysed or rendered many times.
+
+``render(analysis, table="measured")`` gives one table as Parquet bytes; ``write`` writes every
+present table to ``<folder>/<name>.parquet`` (attributed, measured, phases, findings and the
+extra tables), each through a temporary file and a rename. Column metadata (doc, unit) and the
+schema version travel with the Arrow schema.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracekit.api import Analysis
+from tracekit.errors import ConfigError
+
+RESULT_TABLES = ("attributed", "measured", "phases", "findings")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def tables(analysis: Analysis) -> dict[str, pa.Table]:
+    """Every result table present, by file stem (extra tables keep their names)."""
+    out = {name: getattr(analysis, name) for name in RESULT_TABLES}
+    for name, table in sorted(analysis.tables.items()):
+        if not _SAFE_NAME.match(name) or name in RESULT_TABLES:
+            raise ConfigError(f"result table name {name!r} cannot be a file name")
+        out[name] = table
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def to_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def render(analysis: Analysis, *, table: str = "measured", **_options: Any) -> bytes:
+    """One result table as Parquet bytes."""
+    present = tables(analysis)
+    if table not in present:
+        raise ConfigError(f"no table {table!r} in this analysis; present: {', '.join(present)}")
+    return to_bytes(present[table])
+
+
+def write(analysis: Analysis, folder: Path, **_options: Any) -> Path:
+    """Write every present result table to ``folder/<name>.parquet``; returns the folder."""
+    from tracekit.reports import write_atomic
+
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"Parquet output must be a folder, {folder} is a file")
+    for name, table in tables(analysis).items():
+        write_atomic(folder / f"{name}.parquet", to_bytes(table))
+    return folder

@@ -1,0 +1,45 @@
+"""Call-site rules: the Python frames around a collective name its communicator and path.
+
+Rules are tried in order per distinct (call site, op, has-split) triple; the first whose
+pattern, op and split condition all hold wins.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from tracekit import schema as S
+from tracekit.rules import frame as F
+from tracekit.rules.model import CallSiteRule, RuleSet
+
+
+def _match(call: object, op: object, split: bool, rules: tuple[CallSiteRule, ...],
+           compiled: list[re.Pattern[str]]) -> CallSiteRule | None:
+    if not isinstance(call, str):
+        return None
+    for rule, pattern in zip(rules, compiled, strict=True):
+        if rule.op and op not in rule.op:
+            continue
+        if rule.split is not None and rule.split != split:
+            continue
+        if pattern.search(call):
+            return rule
+    return None
+
+
+def apply_call_sites(comm: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
+    """CALL_GROUP, CALL_RULE and CALL_PATH for every communication row."""
+    compiled = [re.compile(r.match) for r in rules.call_sites]
+    keys = pd.MultiIndex.from_arrays([
+        comm[S.CALL_SITE].astype("object"), comm[S.OP].astype("object"), comm[F.HAS_SPLIT],
+    ])
+    codes, uniq = pd.factorize(keys)
+    found = [_match(c, o, s is True, rules.call_sites, compiled) for c, o, s in uniq]
+    chosen = [found[c] if c >= 0 else None for c in codes]
+    return pd.DataFrame({
+        F.CALL_GROUP: [r.group if r else None for r in chosen],
+        F.CALL_RULE: [r.id if r else None for r in chosen],
+        F.CALL_PATH: [r.path if r else None for r in chosen],
+    }, index=comm.index)

@@ -1,0 +1,290 @@
+"""Which communicator a collective ran on: the evidence chain, strongest first.
+
+1. process-group description on the event (``pg_desc``);
+2. process-group ranks on the event matched against the topology's member lists;
+3. ``distributedInfo.pg_config`` (PROCESS_GROUPS) through the event's ``pg_name``;
+4. the runloop thread a gloo op ran on, when another op on that thread was decided;
+5. the Python call site (``call_sites`` rules);
+6. the message shape (all_gather / reduce_scatter out/in ratio = group size);
+7. the kernel class's default communicator.
+
+Each piece of evidence gives a set of candidates; sets are intersected in order (a weaker
+piece that contradicts a stronger one is noted and ignored). One candidate left: attributed.
+Several: ambiguous, the candidates named in the reason. None: unattributed.
+The work runs once per distinct combination of evidence, not per event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit import schema as S
+from tracekit.rules import frame as F
+from tracekit.rules.model import RuleSet
+from tracekit.schema import Status
+from tracekit.topology import Topology
+
+
+def desc_to_group(descs: pd.Series, rules: RuleSet) -> pd.Series:
+    """Communicator named by each process-group description (None: no or unknown name)."""
+    compiled = [(re.compile(r.match), r.group) for r in rules.group_descs]
+
+    def one(desc: object) -> str | None:
+        if not isinstance(desc, str):
+            return None
+        for pattern, group in compiled:
+            if pattern.search(desc):
+                return group
+        return None
+
+    values = descs.astype("object")
+    uniq = {d: one(d) for d in pd.unique(values)}
+    return values.map(uniq)
+
+
+def desc_rule_id(desc: str, rules: RuleSet) -> str | None:
+    for r in rules.group_descs:
+        if re.search(r.match, desc):
+            return r.id
+    return None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    name: str  # what it is, for the reason
+    candidates: tuple[str, ...]
+    rule_id: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    group: str | None
+    status: str
+    rule_id: str | None
+    reason: str
+    candidates: tuple[str, ...]
+
+
+def resolve(evidence: Sequence[Evidence]) -> Verdict:
+    """Intersect candidate sets strongest first (see module doc)."""
+    current: tuple[str, ...] | None = None
+    used: list[str] = []
+    notes: list[str] = []
+    rule: str | None = None
+    for ev in evidence:
+        if not ev.candidates:
+            continue
+        if current is None:
+            current, rule = ev.candidates, ev.rule_id
+            used.append(f"{ev.name} -> {'|'.join(ev.candidates)}")
+        else:
+            both = tuple(g for g in current if g in ev.candidates)
+            if not both:
+                notes.append(f"ignored {ev.name} -> {'|'.join(ev.candidates)} (contradicts)")
+                continue
+            if both != current:
+                current, rule = both, ev.rule_id
+                used.append(f"{ev.name} -> {'|'.join(ev.candidates)}")
+        if current is not None and len(current) == 1:
+            break
+    if not current:
+        return Verdict(None, Status.UNATTRIBUTED, None, "no group evidence", ())
+    reason = "; ".join(used + notes)
+    if len(current) == 1:
+        return Verdict(current[0], Status.ATTRIBUTED, rule, reason, current)
+    reason += f"; candidates {', '.join(current)} (same members, nothing separates them)"
+    return Verdict(None, Status.AMBIGUOUS, rule, reason, current)
+
+
+def _canon(topo: Topology | None, groups: Sequence[str | None]) -> tuple[str, ...]:
+    out: list[str] = []
+    for g in groups:
+        if g is None:
+            continue
+        c = topo.canonical(g) if topo is not None else g
+        if c not in out:
+            out.append(c)
+    return tuple(out)
+
+
+def _rank_candidates(topo: Topology | None, ranks: Sequence[int] | None) -> tuple[str, ...]:
+    if topo is None or ranks is None or not len(ranks):
+        return ()
+    return topo.groups_with_members(frozenset(int(r) for r in ranks))
+
+
+def _size_candidates(topo: Topology | None, rank: int, op: object, nin: object,
+                     nout: object) -> tuple[str, ...]:
+    if topo is None or not isinstance(op, str):
+        return ()
+    try:
+        a, b = int(nin), int(nout)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return ()
+    if a <= 0 or b <= 0:
+        return ()
+    ratio = b // a if op == S.Op.ALL_GATHER and b % a == 0 else (
+        a // b if op == S.Op.REDUCE_SCATTER and a % b == 0 else 0)
+    if ratio < 2:
+        return ()
+    out: list[str] = []
+    for g in S.Group.ALL:
+        m = topo.group_of(rank, g)
+        if m is not None and len(m) == ratio and topo.canonical(g) not in out:
+            out.append(topo.canonical(g))
+    return tuple(out)
+
+
+KEY_COLUMNS = (
+    S.RANK, S.PG_DESC, F.RANKS_KEY, S.PG_NAME, F.CALL_GROUP, F.CALL_RULE, F.THREAD_GROUP,
+    F.KGROUP, F.KRULE, S.OP, S.IN_NELEMS, S.OUT_NELEMS,
+)
+
+
+def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
+                     pg_table: pd.DataFrame) -> pd.DataFrame:
+    """Group, status, rule id, reason and candidates for every communication row."""
+    if comm.empty:
+        return pd.DataFrame(index=comm.index, columns=[S.GROUP, S.STATUS, F.GROUP_RULE,
+                                                       F.GROUP_REASON, F.CANDIDATES])
+    work = comm.copy()
+    work[F.RANKS_KEY] = work[S.PG_RANKS].map(
+        lambda r: tuple(int(x) for x in r) if r is not None and len(r) else None)
+    keys = work[list(KEY_COLUMNS)].astype("object").where(work[list(KEY_COLUMNS)].notna(), None)
+    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
+    pg_lookup = _pg_lookup(pg_table)
+    verdicts = [
+        _verdict({k: _none(v) for k, v in zip(KEY_COLUMNS, key, strict=True)}, rules, topo,
+                 pg_lookup)
+        for key in uniq
+    ]
+    chosen = [verdicts[c] for c in codes]
+    return pd.DataFrame({
+        S.GROUP: [v.group for v in chosen],
+        S.STATUS: [v.status for v in chosen],
+        F.GROUP_RULE: [v.rule_id for v in chosen],
+        F.GROUP_REASON: [v.reason for v in chosen],
+        F.CANDIDATES: [v.candidates for v in chosen],
+    }, index=comm.index)
+
+
+def _none(value: object) -> object:
+    return None if isinstance(value, float) and value != value else value
+
+
+def _pg_lookup(pg_table: pd.DataFrame) -> dict[tuple[int, str], tuple[str | None, tuple[int, ...]]]:
+    out: dict[tuple[int, str], tuple[str | None, tuple[int, ...]]] = {}
+    if pg_table.empty:
+        return out
+    for rank, name, desc, ranks in zip(pg_table[S.RANK], pg_table[S.PG_NAME],
+                                       pg_table[S.PG_DESC], pg_table[S.PG_RANKS], strict=True):
+        members = tuple(int(r) for r in ranks) if ranks is not None else ()
+        out[(int(rank), str(name))] = (desc if isinstance(desc, str) else None, members)
+    return out
+
+
+def _verdict(key: dict[str, object], rules: RuleSet, topo: Topology | None,
+             pg_lookup: dict[tuple[int, str], tuple[str | None, tuple[int, ...]]]) -> Verdict:
+    ev: list[Evidence] = []
+    desc = key[S.PG_DESC]
+    by_desc = desc_to_group(pd.Series([desc]), rules).iloc[0] if isinstance(desc, str) else None
+    if by_desc:
+        ev.append(Evidence(f"description {desc!r}", _canon(topo, [by_desc]),
+                           desc_rule_id(str(desc), rules) or "desc"))
+    ranks = key[F.RANKS_KEY]
+    if ranks:
+        members = tuple(int(r) for r in ranks)  # type: ignore[attr-defined]
+        ev.append(Evidence(f"ranks {list(members)} (topology)", _rank_candidates(topo, members),
+                           "topology.members"))
+    name = key[S.PG_NAME]
+    if isinstance(name, str) and key[S.RANK] is not None:
+        declared = pg_lookup.get((int(key[S.RANK]), name))  # type: ignore[call-overload]
+        if declared is not None:
+            pdesc, members = declared
+            g = desc_to_group(pd.Series([pdesc]), rules).iloc[0] if pdesc else None
+            if g:
+                ev.append(Evidence(f"pg_config {name}={pdesc!r}", _canon(topo, [g]),
+                                   "pg_config.desc"))
+            ev.append(Evidence(f"pg_config {name} ranks {list(members)}",
+                               _rank_candidates(topo, members), "pg_config.ranks"))
+    if key[F.THREAD_GROUP]:
+        ev.append(Evidence("gloo runloop thread", (str(key[F.THREAD_GROUP]),), "gloo.thread"))
+    if key[F.CALL_GROUP]:
+        ev.append(Evidence(f"call site rule {key[F.CALL_RULE]}",
+                           _canon(topo, [str(key[F.CALL_GROUP])]), str(key[F.CALL_RULE])))
+    if key[S.RANK] is not None:
+        size = _size_candidates(topo, int(key[S.RANK]), key[S.OP], key[S.IN_NELEMS],  # type: ignore[call-overload]
+                                key[S.OUT_NELEMS])
+        if size:
+            ev.append(Evidence("message shape (out/in = group size)", size, "shape.group_size"))
+    if key[F.KGROUP]:
+        krule = rules.kernel_classes[int(key[F.KRULE])]  # type: ignore[call-overload]
+        ev.append(Evidence(f"kernel class {krule.id}", _canon(topo, [str(key[F.KGROUP])]),
+                           krule.id))
+    return resolve(ev)
+
+
+def kernel_group(krule: pd.Series, rules: RuleSet, topo: Topology | None) -> pd.Series:
+    """The kernel rule's default communicator (``group_npu`` on an npu topology)."""
+    npu = topo is not None and topo.config.npu
+    values = [
+        (r.group_npu or r.group) if npu else r.group for r in rules.kernel_classes
+    ] + [None]
+    arr = np.array(values, dtype=object)
+    idx = krule.to_numpy()
+    return pd.Series(arr[np.where(idx < 0, len(values) - 1, idx)], index=krule.index)
+
+
+def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame:
+    """The weakest evidence: which ranks issued the same call (name, op, call site) at all.
+
+    A collective's communicator has every member issue that call, so its members are a subset
+    of those ranks. For rows still without a group, the candidates are the communicators that
+    contain the row's rank and whose members all issued the call (intersected with earlier
+    candidates). Needs a topology and two or more rank files. Runs once per distinct
+    (rank, call, earlier candidates).
+    """
+    out = comm[[S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, F.CANDIDATES]].copy()
+    if topo is None or comm[S.RANK].nunique() < 2:
+        return out
+    key_frame = comm[[S.NAME, S.OP, S.CALL_SITE]].astype("object")
+    key_frame = key_frame.where(key_frame.notna(), None)
+    codes = pd.Series(pd.factorize(pd.MultiIndex.from_frame(key_frame))[0], index=comm.index)
+    issuers = comm[S.RANK].astype(int).groupby(codes).agg(frozenset)
+    open_mask = out[S.STATUS] != Status.ATTRIBUTED
+    if not open_mask.any():
+        return out
+    prev = out.loc[open_mask, F.CANDIDATES].map(lambda c: tuple(c) if c else ())
+    pairs = pd.DataFrame({S.RANK: comm.loc[open_mask, S.RANK].astype(int),
+                          F.CALL_KEY: codes[open_mask], F.PREVIOUS: prev})
+    uniq = pairs.drop_duplicates()
+    verdicts: dict[tuple[int, int, tuple[str, ...]], Verdict] = {}
+    for rank, key, before in zip(uniq[S.RANK], uniq[F.CALL_KEY], uniq[F.PREVIOUS], strict=True):
+        took_part = issuers[key]
+        cands: list[str] = []
+        for g in S.Group.ALL:
+            m = topo.group_of(rank, g)
+            if m and len(m) > 1 and set(m) <= took_part and topo.canonical(g) not in cands:
+                cands.append(topo.canonical(g))
+        ev = [Evidence("earlier evidence", before, "prior")] if before else []
+        ev.append(Evidence(f"ranks issuing this call {sorted(took_part)}", tuple(cands),
+                           "participants"))
+        verdicts[(rank, key, before)] = resolve(ev)
+    chosen = pd.Series(
+        [verdicts[k] for k in zip(pairs[S.RANK], pairs[F.CALL_KEY], pairs[F.PREVIOUS],
+                                  strict=True)], index=pairs.index)
+    chosen = chosen[chosen.map(lambda v: v.status != Status.UNATTRIBUTED)]
+    if chosen.empty:
+        return out
+    rows = chosen.index
+    out.loc[rows, S.GROUP] = chosen.map(lambda v: v.group)
+    out.loc[rows, S.STATUS] = chosen.map(lambda v: v.status)
+    out.loc[rows, F.GROUP_RULE] = chosen.map(lambda v: v.rule_id)
+    out.loc[rows, F.GROUP_REASON] = chosen.map(lambda v: v.reason)
+    out.loc[rows, F.CANDIDATES] = chosen.map(lambda v: v.candidates)
+    return out

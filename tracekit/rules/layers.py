@@ -1,0 +1,171 @@
+"""Order, logical collectives, steps and decoder layers.
+
+* Units: the row that stands for a collective in its rank's issue order (the c10d op when a
+  gloo annotation is linked to it, else the instance: a kernel, an HCCL op).
+* Logical collectives: consecutive units of a ``grouped`` kernel rule from one call site on
+  one thread/stream (pynccl's grouped ncclReduce / ncclBroadcast, or the c10d reduce /
+  broadcast calls that emulate them) are one collective; ``logical_op`` is the rule's
+  ``grouped_op`` when there are two or more.
+* Steps: annotations matching a step marker (``step[...]``, ``ProfilerStep#N``) enclose units.
+* Layers: an enclosing layer-marker annotation gives the index; otherwise, within a step, the
+  smallest period of the sequence of (op, group, name, call site) tokens splits it into
+  identical decoder layers (the config's layer count is preferred when it divides).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from tracekit import schema as S
+from tracekit.rules import frame as F
+from tracekit.rules.model import RuleSet
+
+STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
+NOT_IN_LAYER = (S.Op.BARRIER, S.Op.SEND, S.Op.RECV, S.Op.SEND_RECV)
+
+
+def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
+                group_size: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(logical id, logical op) for unit rows; linked instances are filled by the caller.
+
+    A run of grouped units forms one v-collective only when nothing says they are separate
+    calls: no process-group metadata of their own (c10d-issued NCCL kernels carry it, pynccl's
+    grouped kernels do not), a call site for CPU ops, and as many ops as the group has ranks
+    (one per root) when the group size is known.
+    """
+    units = comm[comm[F.UNIT]].sort_values([S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
+    thread = units[S.TID].fillna(-1).astype(np.int64)
+    call = units[S.CALL_SITE].astype("object").fillna("")
+    rule = units[F.KRULE]
+    own_meta = units[S.PG_NAME].notna() | units[S.PG_DESC].notna()
+    located = (units[S.KIND].astype("object") == S.Kind.KERNEL) | units[S.CALL_SITE].notna()
+    is_grouped = grouped.reindex(units.index).fillna(False).astype(bool) & ~own_meta & located
+    same = (
+        is_grouped
+        & is_grouped.shift(1, fill_value=False)
+        & (units[S.RANK] == units[S.RANK].shift(1))
+        & (thread == thread.shift(1))
+        & (rule == rule.shift(1))
+        & (call == call.shift(1))
+    )
+    ids = (~same).cumsum().astype(np.int64) - 1
+    size = ids.map(ids.value_counts())
+    want = group_size.reindex(units.index)
+    whole = (size > 1) & (want.isna() | (size == want))
+    # a run that is not one v-collective is split back into single collectives
+    ids = ids.where(whole | (size == 1), -(units[F.ROW] + 1))
+    ids = pd.Series(pd.factorize(ids)[0], index=units.index).astype(np.int64)
+    gop = grouped_op.reindex(units.index)
+    lop = units[S.OP].astype("object").where(~(whole & gop.notna()), gop)
+    return ids.reindex(comm.index), lop.reindex(comm.index)
+
+
+def _enclosing(units: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
+    """Index (0..) of the span on the same rank that encloses each unit's ORDER_TS (for
+    device events: the host time of their launch, see ``host_times``)."""
+    out = pd.Series(np.nan, index=units.index)
+    if spans.empty or units.empty:
+        return out
+    spans = spans.sort_values([S.RANK, S.TS_NS]).copy()
+    spans[F.END] = spans[S.TS_NS] + spans[S.DUR_NS]
+    spans[F.STEP] = spans.groupby(S.RANK).cumcount()
+    left = units[[S.RANK, F.ORDER_TS]].reset_index().sort_values(F.ORDER_TS)
+    right = spans[[S.RANK, S.TS_NS, F.END, F.STEP]].sort_values(S.TS_NS)
+    hit = pd.merge_asof(left, right, left_on=F.ORDER_TS, right_on=S.TS_NS, by=S.RANK,
+                        direction="backward")
+    ok = hit[F.ORDER_TS] <= hit[F.END]
+    hit.loc[~ok, F.STEP] = np.nan
+    return hit.set_index(hit.columns[0])[F.STEP].reindex(units.index)
+
+
+def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
+    """Host-side time of each unit: a kernel's launch (runtime call with the same correlation
+    on the same rank, e.g. cudaLaunchKernel or the cudaGraphLaunch that replayed it), else
+    the unit's own start. Host annotations (steps, layers) enclose host times."""
+    out = units[F.ORDER_TS].copy()
+    if S.CORRELATION not in events or S.CORRELATION not in units:
+        return out
+    runtime = events[(events[S.KIND].astype("object") == S.Kind.RUNTIME)
+                     & events[S.CORRELATION].notna()]
+    if runtime.empty:
+        return out
+    launch = runtime.drop_duplicates([S.RANK, S.CORRELATION]).set_index(
+        [S.RANK, S.CORRELATION])[S.TS_NS]
+    device = units[units[S.CORRELATION].notna()
+                   & (units[S.KIND].astype("object") == S.Kind.KERNEL)]
+    keys = pd.MultiIndex.from_frame(device[[S.RANK, S.CORRELATION]])
+    found = pd.Series(launch.reindex(keys).to_numpy(), index=device.index).reindex(out.index)
+    return out.where(found.isna(), found).astype(np.int64)
+
+
+def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
+    """Step index of each unit (NaN outside every step marker)."""
+    annotations = events[events[S.KIND].astype("object") == S.Kind.ANNOTATION]
+    names = annotations[S.NAME].astype("object").fillna("").astype(str)
+    mask = names.str.contains(STEP_MARKER)
+    return _enclosing(units, annotations.loc[mask, [S.RANK, S.TS_NS, S.DUR_NS]])
+
+
+def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> pd.Series:
+    """Layer index from layer-marker annotations (NaN where none encloses the unit)."""
+    out = pd.Series(np.nan, index=units.index)
+    kinds = events[S.KIND].astype("object")
+    for marker in rules.layer_markers:
+        sel = kinds.isin(marker.kinds) if marker.kinds else pd.Series(True, index=events.index)
+        names = events.loc[sel, S.NAME].astype("object").fillna("").astype(str)
+        found = names.str.extract(re.compile(marker.match))["layer"].dropna()
+        if found.empty:
+            continue
+        spans = events.loc[found.index, [S.RANK, S.TS_NS, S.DUR_NS]].copy()
+        spans[F.LAYER_NO] = found.astype(int).to_numpy()
+        pos = _enclosing(units, spans)
+        ordered = spans.sort_values([S.RANK, S.TS_NS])
+        ordered[F.SPAN_NO] = ordered.groupby(S.RANK).cumcount()
+        lookup = ordered.set_index([S.RANK, F.SPAN_NO])[F.LAYER_NO]
+        keys = pd.MultiIndex.from_arrays([units[S.RANK], pos.fillna(-1).astype(int)])
+        out = out.fillna(pd.Series(lookup.reindex(keys).to_numpy(), index=units.index,
+                                   dtype=float))
+    return out
+
+
+def smallest_period(tokens: list[object], prefer: int | None = None,
+                    fits: Callable[[int, int], bool] | None = None) -> int:
+    """Smallest p dividing len(tokens) with tokens[i] == tokens[i + p] and ``fits(0, p)``
+    true for the first layer (a layer must hold a whole decoder layer's steps); the smallest
+    period when no period fits."""
+    n = len(tokens)
+    if n == 0:
+        return 0
+    candidates = list(range(1, n + 1))
+    if prefer and n % prefer == 0:
+        candidates.insert(0, n // prefer)
+    periodic = [p for p in candidates
+                if n % p == 0 and all(tokens[i] == tokens[i + p] for i in range(n - p))]
+    for p in periodic:
+        if fits is None or fits(0, p):
+            return p
+    # nothing holds a whole layer (a step missing from the profile): the plain period
+    return min(periodic)
+
+
+def periodic_layers(logical: pd.DataFrame, layers_hint: int | None,
+                    fits: Callable[[pd.DataFrame], bool] | None = None) -> pd.Series:
+    """Layer of each logical collective from the repetition of its (rank, step) sequence.
+
+    ``logical`` has one row per logical collective (first unit), ordered, with STEP and
+    TOKEN. Collectives outside layers (barriers, p2p) get NaN. ``fits(rows)`` says whether
+    the rows can be one decoder layer.
+    """
+    out = pd.Series(np.nan, index=logical.index)
+    inside = logical[~logical[F.LOGICAL_OP].isin(NOT_IN_LAYER)]
+    for _, part in inside.groupby([S.RANK, inside[F.STEP].fillna(-1)], sort=False):
+        tokens = part[F.TOKEN].tolist()
+        check = None if fits is None else (lambda a, b, rows=part: fits(rows.iloc[a:b]))
+        p = smallest_period(tokens, layers_hint, check)
+        if p:
+            out.loc[part.index] = np.arange(len(part)) // p
+    return out

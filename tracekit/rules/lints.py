@@ -1,0 +1,235 @@
+"""Lints: checks over the attributed collectives, written to FINDINGS.
+
+Each check is a function named in ``lints.yaml`` (``check:``); the YAML holds its severity,
+wording and parameters. Checks read the engine's frame of communication rows (one row per
+collective unit after attribution) and return finding dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from tracekit import api
+from tracekit import schema as S
+from tracekit.rules import frame as F
+from tracekit.rules.model import LintRule, RuleSet
+from tracekit.schema import Group, PathLabel
+from tracekit.topology import Topology
+
+Finding = dict[str, Any]
+Check = Callable[[pd.DataFrame, LintRule, "Topology | None", api.Run], list[Finding]]
+
+
+def _units(comm: pd.DataFrame) -> pd.DataFrame:
+    units = comm[comm[F.UNIT].astype(bool)] if F.UNIT in comm else comm.iloc[0:0]
+    return units.drop_duplicates([S.RANK, S.LOGICAL_ID])
+
+
+def _layer_key(units: pd.DataFrame) -> list[Any]:
+    return [units[F.STEP].fillna(-1), units[S.LAYER]]
+
+
+def _finding(rule: LintRule, layer: Any, ranks: list[int], group: str | None,
+             path: str | None, evidence: str, **fmt: Any) -> Finding:
+    values = {"layer": layer, "group": group, "path": path, **fmt}
+    try:
+        message = rule.message.format(**values)
+    except (KeyError, IndexError):
+        message = rule.message
+    return {
+        S.RULE_ID: rule.id, S.SEVERITY: rule.severity,
+        S.LAYER: None if layer is None or layer != layer else int(layer),
+        S.RANKS: sorted({int(r) for r in ranks}), S.GROUP: group, S.PATH: path,
+        S.MESSAGE: " ".join(message.split()), S.EVIDENCE: evidence,
+    }
+
+
+def double_reduction(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
+                     run: api.Run) -> list[Finding]:
+    """B or C reduced the expert output and the post-expert AllReduce also ran (same layer)."""
+    reducing = set(rule.param("reducing", ()))
+    post = set(rule.param("post_expert", ()))
+    units = _units(comm)
+    units = units[units[S.LAYER].notna() & units[S.PATH].isin(reducing | post)]
+    if units.empty:
+        return []
+    keys = [units[F.STEP].fillna(-1), units[S.LAYER], units[S.RANK]]
+    has_post = units[S.PATH].isin(post).groupby(keys).transform("any")
+    hits = units[units[S.PATH].isin(reducing) & has_post]
+    out: list[Finding] = []
+    for (step, layer, path), part in hits.groupby(
+            [hits[F.STEP].fillna(-1), hits[S.LAYER], hits[S.PATH]], sort=True):
+        ranks = sorted(set(part[S.RANK]))
+        n_post = int((units[S.PATH].isin(post) & units[S.RANK].isin(ranks)
+                      & (units[S.LAYER] == layer) & (units[F.STEP].fillna(-1) == step)).sum())
+        evidence = (f"step {int(step)}: {n_post} post-expert all_reduce and {len(part)} {path} "
+                    f"collectives on ranks {ranks}")
+        out.append(_finding(rule, layer, ranks, Group.TP, str(path), evidence))
+    return out
+
+
+def attention_global_tp(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
+                        run: api.Run) -> list[Finding]:
+    """Attention output all-reduced over the whole TP group while 1 < attn_tp < tp."""
+    if topo is None or topo.config.attn_tp_case != "between":
+        return []
+    paths = set(rule.param("paths", ()))
+    units = _units(comm)
+    bad = units[units[S.PATH].isin(paths) & (units[S.GROUP] == Group.TP)
+                & (units[F.LOGICAL_OP] == S.Op.ALL_REDUCE)]
+    out: list[Finding] = []
+    for (step, layer), part in bad.groupby(_layer_key(bad), sort=True, dropna=False):
+        ranks = sorted(set(part[S.RANK]))
+        members = topo.group_of(ranks[0], Group.TP) or ()
+        evidence = (f"step {int(step)}: {len(part)} all_reduce on TP {list(members)} in the "
+                    f"attention slot ({', '.join(sorted(set(part[S.PATH])))})")
+        out.append(_finding(rule, layer, ranks, Group.TP, PathLabel.ATTN_FULL_TP, evidence,
+                            members=list(members), attn_tp=topo.config.attn_tp,
+                            tp=topo.config.tp))
+    return out
+
+
+_FAMILIES = {
+    "attn_reduce": (PathLabel.ATTN_FULL_TP, PathLabel.ATTN_TP),
+    "dp_gather": (PathLabel.GATHER_V, PathLabel.GATHER_AR, PathLabel.GATHER_AG,
+                  PathLabel.GATHER_RS_AG),
+    "combine": (PathLabel.COMBINE_A, PathLabel.COMBINE_B, PathLabel.COMBINE_C,
+                PathLabel.NO_DPA_MOE_AR),
+    "a2a": (PathLabel.DEEPEP_LAYOUT, PathLabel.DEEPEP_NORMAL_DISPATCH,
+            PathLabel.DEEPEP_NORMAL_COMBINE, PathLabel.DEEPEP_LL_DISPATCH,
+            PathLabel.DEEPEP_LL_COMBINE, PathLabel.FUSEEP),
+}
+
+
+def expected_paths(topo: Topology) -> dict[str, set[str] | None]:
+    """Per family, the paths the config's switches imply (None: not stated, not checked)."""
+    c = topo.config
+    out: dict[str, set[str] | None] = {}
+    attn = c.expected("attn_reduce")
+    out["attn_reduce"] = None if attn in (None, "auto") else (
+        {PathLabel.ATTN_FULL_TP} if attn == "full_tp" else
+        {PathLabel.ATTN_TP} if attn == "attn_tp" else set())
+    gather = c.expected("dp_gather")
+    out["dp_gather"] = None if gather in (None, "auto") else (
+        {PathLabel.GATHER_V} if gather == "gatherv" else
+        {PathLabel.GATHER_AR} if gather == "sum_len" else
+        ({PathLabel.GATHER_AG} if c.attn_tp == 1 else {PathLabel.GATHER_RS_AG})
+        if gather == "max_len" else set())
+    combine = c.expected("combine")
+    out["combine"] = None if combine in (None, "auto") else (
+        ({PathLabel.COMBINE_A} if c.attn_dp > 1 else {PathLabel.NO_DPA_MOE_AR})
+        if combine == "a" else
+        {PathLabel.COMBINE_B} if combine == "b" else
+        {PathLabel.COMBINE_C} if combine == "c" else set())
+    a2a = c.expected("a2a")
+    normal = {PathLabel.DEEPEP_LAYOUT, PathLabel.DEEPEP_NORMAL_DISPATCH,
+              PathLabel.DEEPEP_NORMAL_COMBINE}
+    low_latency = {PathLabel.DEEPEP_LL_DISPATCH, PathLabel.DEEPEP_LL_COMBINE}
+    mode = c.expected("deepep_mode") or "normal"
+    deepep = (normal if mode == "normal" else low_latency if mode == "low_latency"
+              else normal | low_latency)  # auto: normal for extend, low latency for decode
+    out["a2a"] = None if a2a in (None, "auto") else (
+        {PathLabel.FUSEEP} if a2a == "fuseep" else deepep if a2a == "deepep" else
+        low_latency if a2a == "deepep_ll" else set())
+    return out
+
+
+def path_mismatch(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
+                  run: api.Run) -> list[Finding]:
+    """The paths observed in a layer differ from what the config's switches imply."""
+    if topo is None or not topo.config.expect:
+        return []
+    expected = expected_paths(topo)
+    units = _units(comm)
+    units = units[units[S.LAYER].notna()]
+    out: list[Finding] = []
+    for (step, layer), part in units.groupby(_layer_key(units), sort=True):
+        seen = set(part[S.PATH].dropna())
+        for family, members in _FAMILIES.items():
+            want = expected.get(family)
+            if want is None:
+                continue
+            got = seen & set(members)
+            ok = got <= want and (bool(got) or not want) if family == "a2a" else got == want
+            if ok:
+                continue
+            ranks = sorted(set(part.loc[part[S.PATH].isin(members), S.RANK])) or sorted(
+                set(part[S.RANK]))
+            evidence = (f"step {int(step)}: config {family}={topo.config.expected(family)}; "
+                        f"observed {sorted(got) or 'none'} on ranks {ranks}")
+            out.append(_finding(rule, layer, ranks, None, ",".join(sorted(got)) or None,
+                                evidence, expected=sorted(want) or "none", phase=family,
+                                observed=sorted(got) or "none"))
+    return out
+
+
+def participants(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
+                 run: api.Run) -> list[Finding]:
+    """The k-th collective of a communicator must run on every loaded member rank."""
+    units = _units(comm)
+    units = units[units[S.GROUP].notna()].sort_values([S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
+    if units.empty:
+        return []
+    loaded = set(run.ranks) or set(units[S.RANK])
+
+    def communicator(rank: int, group: str, ranks: Any) -> tuple[int, ...] | None:
+        if ranks is not None and len(ranks):
+            return tuple(sorted(int(r) for r in ranks))
+        if topo is not None:
+            m = topo.group_of(int(rank), group)
+            return tuple(sorted(m)) if m else None
+        return None
+
+    units = units.assign(**{F.MEMBERS_KEY: [
+        communicator(r, g, p) for r, g, p in zip(units[S.RANK], units[S.GROUP], units[S.PG_RANKS],
+                                                strict=True)]})
+    units = units[units[F.MEMBERS_KEY].notna()]
+    order = units.groupby([S.RANK, S.GROUP, F.MEMBERS_KEY]).cumcount()
+    units = units.assign(**{F.K_IN_GROUP: order})
+    out: list[Finding] = []
+    for (group, members), part in units.groupby([S.GROUP, F.MEMBERS_KEY], sort=True):
+        want = set(members) & loaded
+        if len(want) < 2:
+            continue
+        seen = part.groupby(F.K_IN_GROUP)[S.RANK].agg(lambda s: tuple(sorted(set(s))))
+        bad = seen[[set(s) != want for s in seen]]
+        if bad.empty:
+            continue
+        k = int(bad.index[0])
+        ops = part.loc[part[F.K_IN_GROUP] == k, F.LOGICAL_OP].astype(str).unique().tolist()
+        evidence = (f"{len(bad)} of {len(seen)} {group} collectives on {list(members)} have "
+                    f"other participants; first #{k}: ranks {list(bad.iloc[0])}")
+        out.append(_finding(rule, None, list(bad.iloc[0]), str(group), None, evidence,
+                            index=k, op="/".join(ops), observed=list(bad.iloc[0]),
+                            members=sorted(want)))
+    return out
+
+
+CHECKS: dict[str, Check] = {
+    "double_reduction": double_reduction,
+    "attention_global_tp": attention_global_tp,
+    "path_mismatch": path_mismatch,
+    "participants": participants,
+}
+
+
+def run_lints(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
+              run: api.Run) -> pa.Table:
+    """FINDINGS from every lint rule (an unknown ``check`` name is a ConfigError)."""
+    from tracekit.errors import ConfigError
+
+    rows: list[Finding] = []
+    for rule in rules.lints:
+        check = CHECKS.get(rule.check)
+        if check is None:
+            raise ConfigError(f"lint {rule.id}: unknown check {rule.check!r} "
+                              f"(known: {', '.join(sorted(CHECKS))})")
+        rows.extend(check(comm, rule, topo, run))
+    if not rows:
+        return S.empty(S.FINDINGS)
+    table = pa.Table.from_pylist(rows)
+    return S.conform(table, S.FINDINGS)

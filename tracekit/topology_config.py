@@ -1,0 +1,197 @@
+"""Where a ParallelConfig comes from: CLI options, a YAML/JSON file, a sample_traces manifest,
+or the process groups a trace declares (``distributedInfo.pg_config``).
+
+The analyser never reads ground-truth sidecars. A manifest's ``config`` is accepted because it
+is a config file the user hands over explicitly (``--config manifest.json``); it is never
+picked up on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import yaml
+
+from tracekit import schema
+from tracekit.errors import ConfigError
+from tracekit.schema import Group
+from tracekit.topology import ParallelConfig, Topology
+
+# every spelling accepted for each ParallelConfig field (SGLang ServerArgs names first)
+ALIASES: dict[str, tuple[str, ...]] = {
+    "tp": ("tp_size", "tp", "tensor_parallel_size", "tensor_model_parallel_size"),
+    "dp": ("dp_size", "dp", "data_parallel_size"),
+    "enable_dp_attention": ("enable_dp_attention", "dp_attention", "dpa"),
+    "attn_cp": ("attn_cp_size", "attn_cp", "attention_context_parallel_size"),
+    "ep": ("ep_size", "ep", "moe_ep_size", "expert_parallel_size", "expert_model_parallel_size"),
+    "moe_dp": ("moe_dp_size", "moe_dp"),
+    "pp": ("pp_size", "pp", "pipeline_parallel_size", "pipeline_model_parallel_size"),
+    "nnodes": ("nnodes", "num_nodes"),
+    "devices_per_node": ("devices_per_node", "gpus_per_node", "nproc_per_node"),
+    "npu": ("npu", "is_npu"),
+    "layers": ("layers", "num_layers", "num_hidden_layers"),
+}
+# path switches kept for the path-mismatch lint
+EXPECT_KEYS = ("attn_reduce", "dp_gather", "combine", "a2a", "deepep_mode")
+# keys a config or manifest may carry that say nothing about the topology
+IGNORED_KEYS = ("bug", "device", "backend", "seed", "tokens", "hidden", "ffn", "experts", "topk",
+                "dtype", "steps", "cpu_groups")
+# derived widths a config may state: checked against the formulas, never trusted blindly
+DERIVED_KEYS = {"attn_dp_size": "attn_dp", "attn_tp_size": "attn_tp", "moe_tp_size": "moe_tp"}
+
+
+def config_from_mapping(data: Mapping[str, Any], source: str = "config",
+                        strict: bool = True) -> ParallelConfig:
+    """SGLang-style keys (``tp_size``, ``enable_dp_attention``, ...) -> ParallelConfig.
+
+    An unknown key is an error (a typo must not silently change the topology), except inside
+    a sample_traces manifest's ``config``, a record written by the workload whose extra keys
+    (model sizes, new switches) say nothing about the topology.
+    """
+    if "config" in data and isinstance(data["config"], Mapping):  # a sample_traces manifest
+        return config_from_mapping(data["config"], source, strict=False)
+    known = {alias: name for name, spellings in ALIASES.items() for alias in spellings}
+    kwargs: dict[str, Any] = {}
+    expect: list[tuple[str, str]] = []
+    unknown = []
+    derived: dict[str, Any] = {}
+    for key, value in data.items():
+        k = str(key).replace("-", "_").lower()
+        if k in DERIVED_KEYS:
+            derived[k] = value
+        elif k in known:
+            kwargs[known[k]] = _coerce(known[k], value, source)
+        elif k in EXPECT_KEYS:
+            if value is not None:
+                expect.append((k, str(value)))
+        elif k not in IGNORED_KEYS:
+            unknown.append(str(key))
+    if unknown and strict:
+        raise ConfigError(f"unknown parallel-config key(s): {', '.join(sorted(unknown))}", source)
+    try:
+        config = ParallelConfig(**kwargs, expect=tuple(sorted(expect)))
+    except ConfigError as exc:
+        raise ConfigError(exc.message, source) from None
+    for key, value in derived.items():
+        actual = getattr(config, DERIVED_KEYS[key])
+        if value is not None and int(value) != actual:
+            raise ConfigError(f"{key}={value} contradicts the sizes (they give {actual})", source)
+    return config
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    if name in ("enable_dp_attention", "npu"):
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off", "none"):
+            return False
+        raise ConfigError(f"{name} must be true or false, got {value!r}", source)
+    if value is None and name in ("devices_per_node", "layers"):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be an integer, got {value!r}", source) from None
+
+
+def config_from_file(path: Path) -> ParallelConfig:
+    """A YAML or JSON file of SGLang keys, or a sample_traces ``manifest.json``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config ({exc.strerror})", path) from None
+    try:
+        data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"not valid JSON/YAML ({exc})", path) from None
+    if not isinstance(data, Mapping):
+        raise ConfigError("a parallel config must be a mapping of options", path)
+    return config_from_mapping(data, str(path))
+
+
+def topology_from_options(
+    *,
+    config: Path | None = None,
+    tp: int | None = None,
+    dp: int | None = None,
+    enable_dp_attention: bool | None = None,
+    attn_cp: int | None = None,
+    ep: int | None = None,
+    moe_dp: int | None = None,
+    pp: int | None = None,
+    nnodes: int | None = None,
+    devices_per_node: int | None = None,
+    npu: bool | None = None,
+) -> Topology | None:
+    """The CLI's view: a config file, overridden by explicit flags; None when nothing given."""
+    flags = {
+        "tp": tp, "dp": dp, "enable_dp_attention": enable_dp_attention, "attn_cp": attn_cp,
+        "ep": ep, "moe_dp": moe_dp, "pp": pp, "nnodes": nnodes,
+        "devices_per_node": devices_per_node, "npu": npu,
+    }
+    given = {k: v for k, v in flags.items() if v is not None}
+    if config is None and not given:
+        return None
+    base = config_from_file(config) if config is not None else ParallelConfig()
+    values = {f: getattr(base, f) for f in ALIASES}
+    values.update(given)
+    return Topology(ParallelConfig(**values, expect=base.expect))
+
+
+# ------------------------------------------------------------------------------------------
+# inference from the trace's process groups
+# ------------------------------------------------------------------------------------------
+
+
+def infer_topology(process_groups: pa.Table, rules: Any, world_size: int | None) -> Topology | None:
+    """Rebuild the parallel config from ``pg_config`` descriptions and member lists.
+
+    Only groups whose description names a communicator (rules' ``group_descs``) count. The
+    result is checked: every declared group's members must be a member list of the rebuilt
+    topology, else None (the trace does not follow SGLang's layout and nothing is assumed).
+    """
+    from tracekit.rules.groups import desc_to_group
+    from tracekit.rules.tables import to_pandas
+
+    if process_groups.num_rows == 0:
+        return None
+    pgs = to_pandas(process_groups)
+    pgs["_group"] = desc_to_group(pgs[schema.PG_DESC], rules)
+    pgs = pgs[pgs["_group"].notna()]
+    if pgs.empty:
+        return None
+    sizes: dict[str, int] = {}
+    for g, part in pgs.groupby("_group"):
+        sizes[str(g)] = int(max(len(r) for r in part[schema.PG_RANKS]))
+    world = world_size or sizes.get(Group.WORLD)
+    tp = sizes.get(Group.TP) or world
+    if not tp:
+        return None
+    attn_cp = sizes.get(Group.ATTN_CP, 1)
+    attn_tp = sizes.get(Group.ATTN_TP, tp)
+    moe_dp = sizes.get(Group.MOE_DP, 1)
+    # no moe_ep group: ep == 1, or ep == tp on GPU (aliased); a moe_tp group tells which
+    moe_tp = sizes.get(Group.MOE_TP)
+    ep = sizes.get(Group.MOE_EP) or (tp // moe_dp // moe_tp if moe_tp else 1)
+    pp = sizes.get(Group.PP, 1)
+    attn_dp = tp // max(1, attn_tp * attn_cp)
+    dp = attn_dp if attn_dp > 1 else max(1, (world or tp) // (tp * pp))
+    npu = Group.MOE_EP in sizes and sizes[Group.MOE_EP] == tp
+    try:
+        topo = Topology(ParallelConfig(
+            tp=tp, dp=dp, enable_dp_attention=attn_dp > 1, attn_cp=attn_cp, ep=ep,
+            moe_dp=moe_dp, pp=pp, npu=npu,
+        ))
+    except ConfigError:
+        return None
+    for g, ranks in zip(pgs["_group"], pgs[schema.PG_RANKS], strict=True):
+        declared = frozenset(int(r) for r in ranks)
+        if len(declared) > 1 and topo.canonical(str(g)) not in topo.groups_with_members(declared):
+            return None
+    return topo
