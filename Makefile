@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # torch comes only as the CPU wheel torch==2.13.0 (pyproject pins it); /opt/wheels holds it here.
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: setup demo test lint typecheck browser sample-traces bench accuracy clean
+.PHONY: setup demo test lint typecheck browser sample-traces bench bench-scale accuracy clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,9 @@ sample-traces: setup
 
 bench: setup
 	$(BIN)/python benchmarks/parse.py
+
+bench-scale: setup
+	$(BIN)/python benchmarks/scale.py
 
 accuracy: setup
 	$(BIN)/python benchmarks/accuracy.py sample_traces

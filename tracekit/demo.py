@@ -20,14 +20,17 @@ from tracekit import api, schema
 
 FEATURED = ("tp4_dp2_attn_tp", "bug_double_reduce")
 CAPTURE_ARGS = ("--tp", "4", "--dp", "2", "--dp-attention", "--layers", "2")
+# the sample traces are gloo CPU runs: bound them with the measured gloo profile
+HARDWARE = "cpu-gloo"
 
 
 def capture_fresh_run(folder: Path) -> int:
     """``tracekit capture -- python -m tracekit.workloads ...`` into ``folder``."""
     command = [sys.executable, "-m", "tracekit", "capture", "--out", str(folder / "capture"),
-               "--", sys.executable, "-m", "tracekit.workloads", *CAPTURE_ARGS]
-    print("$ tracekit capture --out", folder / "capture", "-- python -m tracekit.workloads",
-          " ".join(CAPTURE_ARGS), flush=True)
+               "--hardware", HARDWARE, "--", sys.executable, "-m", "tracekit.workloads",
+               *CAPTURE_ARGS]
+    print("$ tracekit capture --out", folder / "capture", "--hardware", HARDWARE,
+          "-- python -m tracekit.workloads", " ".join(CAPTURE_ARGS), flush=True)
     return subprocess.run(command, check=False).returncode
 
 
@@ -65,7 +68,7 @@ def analyse_samples(root: Path, featured: tuple[str, ...]) -> None:
         return
     rows = []
     for folder in folders:
-        analysis = api.analyze(folder)
+        analysis = api.analyze(folder, options=api.AnalyzeOptions(hardware=HARDWARE))
         rows.append(overview_row(folder, analysis))
         if folder.name in featured:
             about = json.loads((folder / "manifest.json").read_text()).get("about", "")

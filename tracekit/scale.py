@@ -126,6 +126,28 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
+def remove_stale_temporaries(out: Path) -> int:
+    """Delete the temporaries of writers that no longer run (a worker killed by Ctrl-C or
+    ``terminate`` cannot clean up after itself); returns how many were removed."""
+    removed = 0
+    for tmp in out.glob("*/**/.*.tmp"):
+        try:
+            pid = int(tmp.name.rsplit(".", 2)[-2])
+        except ValueError:
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # that writer still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            removed += 1
+    return removed
+
+
 def _already_done(task: RankTask) -> RankDone | None:
     path, out = Path(task.path), Path(task.out_dir)
     record = _source_record(out, path)
@@ -246,12 +268,15 @@ def read_part(out: Path, part: str, ranks: list[int]) -> pa.Table:
 
 
 def cross_rank(out: Path, ranks: list[int], options: AnalyzeOptions) -> dict[str, pa.Table]:
-    """Match collective instances across ranks from the ``comm`` subset only."""
+    """Match collective instances across ranks from the ``comm`` subset only, then size and
+    bound them exactly as the whole-run measure stage does (``options.hardware``)."""
     import numpy as np
     import pandas as pd
 
+    from tracekit.api import Run
     from tracekit.measure import crossrank
-    from tracekit.measure.bounds import message_size_v
+    from tracekit.measure.hardware import load_profile
+    from tracekit.measure.run import measured_frame, size_and_bound
 
     df = read_part(out, "comm", ranks).to_pandas()
     if not len(df):
@@ -259,13 +284,12 @@ def cross_rank(out: Path, ranks: list[int], options: AnalyzeOptions) -> dict[str
         df[S.EXPOSED_NS] = pd.Series(dtype="int64")
     df = crossrank.fill_members(df, options.topology)
     matched = crossrank.match(df)
-    n = matched[S.GROUP_SIZE].astype("float64").fillna(
-        matched[S.PG_RANKS].map(lambda m: float(len(m)) if m is not None and
-                                not isinstance(m, float) else np.nan)).fillna(1.0)
-    ops = matched[S.OP].to_numpy(dtype=object)
-    size = message_size_v(ops, matched[S.IN_BYTES].astype("float64"),
-                          matched[S.OUT_BYTES].astype("float64"), n.to_numpy())
-    measured = matched.assign(**{S.MSG_BYTES: size, S.N_RANKS: n})
+    profile = load_profile(options.hardware) if options.hardware is not None else None
+    info = Run(events=S.empty(S.EVENTS), process_groups=S.empty(S.PROCESS_GROUPS),
+               rank_info=S.conform(read_part(out, "info", ranks), S.RANK_INFO))
+    sized = size_and_bound(matched, info, profile)
+    exposed = matched[S.EXPOSED_NS].to_numpy(dtype=np.float64)
+    measured = measured_frame(matched, sized, exposed)
     measured = measured.sort_values([S.RANK, S.TS_NS, S.EVENT_ID], kind="stable")
     strag = crossrank.stragglers(matched)
     return {
@@ -296,6 +320,8 @@ def analyze_partitioned(
     files = trace_files(src) if src.is_dir() else [src]
     if not files:
         raise BadInputError("no trace files in this directory", src)
+    if out.is_dir():
+        remove_stale_temporaries(out)
     forced = load.rank if not src.is_dir() else None
     tasks = [RankTask(str(f), str(out), forced, options, load.on_error, keep_events, attribute)
              for f in files]

@@ -181,6 +181,26 @@ def report_text(analysis: Analysis, color: bool) -> str:
     return text if isinstance(text, str) else text.decode()
 
 
+def partitioned_analysis(path: Path, out: Path, load: LoadOptions,
+                         options: AnalyzeOptions) -> Analysis:
+    """The per-rank pipeline into a Parquet dataset partitioned by rank (tracekit.scale), then
+    the cross-rank steps on the communication subset; memory stays about one rank per worker.
+    The Analysis holds the cross-rank results, not the events."""
+    from tracekit import schema as S
+    from tracekit.api import Analysis, Run
+    from tracekit.scale import analyze_partitioned, read_part
+
+    res = analyze_partitioned(path, out, load=load, options=options)
+    run = Run(events=S.empty(S.EVENTS),
+              process_groups=S.conform(read_part(out, "groups", res.ranks), S.PROCESS_GROUPS),
+              rank_info=S.conform(read_part(out, "info", res.ranks), S.RANK_INFO),
+              skipped=res.skipped)
+    analysis = Analysis(run=run, measured=res.measured, findings=res.findings,
+                        tables={"stragglers": res.stragglers, "time_classes": res.classes})
+    analysis.info["partitioned"] = str(out)
+    return analysis
+
+
 def write_reports(analysis: Analysis, targets: dict[str, Path | None]) -> None:
     from tracekit import reports
 
@@ -223,13 +243,18 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None]) -> None:
               show_default=True, help="Run per-rank parsing in local processes or on Dask.")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
               help="An existing Dask scheduler (with --engine dask).")
+@click.option("--partitioned", "partitioned", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Large runs: analyse rank by rank into a Parquet dataset "
+              "partitioned by rank in DIR (resumable); cross-rank steps read only the "
+              "communication subset.")
 @click.option("--summary-only", is_flag=True,
               help="Only parse and print the first summary (no attribution or bounds).")
 def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             html_out: Path | None, markdown_out: Path | None, junit_out: Path | None,
             hardware: str | None, rules_files: tuple[Path, ...],
             cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None,
-            engine: str, scheduler: str | None, summary_only: bool, **topo: Any) -> None:
+            engine: str, scheduler: str | None, partitioned: Path | None, summary_only: bool,
+            **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
     from tracekit.api import AnalyzeOptions, LoadOptions
 
@@ -237,14 +262,23 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     tty = sys.stdout.isatty()
     options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
                           progress=tty, engine=engine, scheduler=scheduler)
+    analyze_options = AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
+                                     hardware=hardware)
+    if partitioned is not None:
+        analysis = partitioned_analysis(path, partitioned, options, analyze_options)
+        write_reports(analysis, {"json": json_out, "html": html_out,
+                                 "markdown": markdown_out, "junit": junit_out})
+        click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
+                   f"partitioned into {partitioned}")
+        click.echo(report_text(analysis, color=tty), nl=False)
+        return
     run = load_from_cli(path, options)
     summary = compute(run)
     if summary_only:
         if json_out is not None:
             write_json(summary, path, json_out)
     else:
-        analysis = full_analysis(run, summary, AnalyzeOptions(
-            topology=topology, rules_files=tuple(rules_files), hardware=hardware))
+        analysis = full_analysis(run, summary, analyze_options)
         write_reports(analysis, {"json": json_out, "html": html_out,
                                  "markdown": markdown_out, "junit": junit_out})
     if parquet_out is not None:

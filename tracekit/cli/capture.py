@@ -19,12 +19,13 @@ def default_out() -> Path:
     return Path(f"tracekit-capture-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def analyze_folder(out: Path) -> None:
+def analyze_folder(out: Path, hardware: str | None = None) -> None:
     """Run `tracekit analyze OUT` on the captured folder and print its summary."""
     from tracekit.cli import cli
 
-    click.echo(f"\n$ tracekit analyze {out}")
-    cli.main(args=["analyze", str(out)], prog_name="tracekit", standalone_mode=False)
+    extra = ["--hardware", hardware] if hardware else []
+    click.echo(f"\n$ tracekit analyze {out} {' '.join(extra)}".rstrip())
+    cli.main(args=["analyze", str(out), *extra], prog_name="tracekit", standalone_mode=False)
 
 
 def _describe(files: list[Path]) -> str:
@@ -58,11 +59,13 @@ def _describe(files: list[Path]) -> str:
               help="server: wait for at least this many trace files (one per rank)")
 @click.option("--analyze/--no-analyze", default=True, show_default=True,
               help="run `tracekit analyze` on the captured folder")
+@click.option("--hardware", default=None, metavar="NAME|FILE",
+              help="hardware profile passed to `tracekit analyze` (e.g. cpu-gloo, h200)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(out: Path | None, server: str | None, num_steps: int | None,
             duration: float | None, activities: str, with_stack: bool, record_shapes: bool,
             timeout: float | None, failed_grace: float, settle: float, expect_files: int,
-            analyze: bool, command: tuple[str, ...]) -> None:
+            analyze: bool, hardware: str | None, command: tuple[str, ...]) -> None:
     """Profile every rank of COMMAND (after --) or a live server, then analyse.
 
     COMMAND runs unchanged: an injected sitecustomize starts torch.profiler in each rank when
@@ -97,4 +100,4 @@ def command(out: Path | None, server: str | None, num_steps: int | None,
         click.echo(f"tracekit capture: {len(result.traces)} rank trace(s) in {out}: "
                    f"{_describe(result.traces)}")
     if analyze:
-        analyze_folder(out)
+        analyze_folder(out, hardware)

@@ -108,7 +108,7 @@ class _Sized:
     summary: pa.Table
 
 
-def _size_and_bound(df: pd.DataFrame, run: api.Run, profile: HardwareProfile | None) -> _Sized:
+def size_and_bound(df: pd.DataFrame, run: api.Run, profile: HardwareProfile | None) -> _Sized:
     members = pa.array(df[schema.PG_RANKS].astype(object).where(df[schema.PG_RANKS].notna(),
                                                                  None).tolist(),
                        type=pa.list_(pa.int64())).flatten().to_numpy()
@@ -132,7 +132,7 @@ def _size_and_bound(df: pd.DataFrame, run: api.Run, profile: HardwareProfile | N
     return _Sized(n, size, link, bound, alpha, matrix, summary)
 
 
-def _measured(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.DataFrame:
+def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.DataFrame:
     """MEASURED rows as a frame: times from crossrank, sizes and bounds, exposed time."""
     ops = df[schema.OP].to_numpy(dtype=object)
     transfer = df[schema.TRANSFER_NS].to_numpy(dtype=np.float64)
@@ -161,12 +161,12 @@ def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions)
     tl = build_timeline(attributed)
     df = crossrank.match(crossrank.fill_members(crossrank.instance_rows(attributed),
                                                 options.topology))
-    sized = _size_and_bound(df, run, profile)
+    sized = size_and_bound(df, run, profile)
     fused = (df[schema.KERNEL_CLASS] == KernelClass.FUSED).to_numpy()
     exposed = exposed_ns(tl, df[crossrank.ROW].to_numpy(dtype=np.int64),
                          df[schema.TS_NS].to_numpy(dtype=np.int64),
                          df[crossrank.END].to_numpy(dtype=np.int64), fused)
-    measured = _measured(df, sized, exposed)
+    measured = measured_frame(df, sized, exposed)
     measured_table = crossrank.table_of(measured, schema.MEASURED)
     ops = df[schema.OP].to_numpy(dtype=object)
     inst = measured.assign(**{fit.BUS_BYTES: sized.size * bus_factor_v(ops, sized.n)})

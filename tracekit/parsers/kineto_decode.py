@@ -142,7 +142,11 @@ def exact_ns(values: Sequence[Any]) -> pa.Array:
     if not pa.types.is_floating(arr.type):
         _check_numbers(values)
     x = arr.to_numpy(zero_copy_only=False)
-    mask = np.isnan(x)  # nulls come back as NaN
+    return float_ns(x, np.isnan(x))  # nulls come back as NaN
+
+
+def float_ns(x: np.ndarray, mask: np.ndarray) -> pa.Array:
+    """The float rule of ``exact_ns`` on float microseconds ``x`` (``mask``: nulls)."""
     if np.any(np.abs(x[~mask]) >= _EXACT_LIMIT):
         raise InexactTime("timestamps beyond 2**43 us")
     x = np.where(mask, 0.0, x)

@@ -28,6 +28,18 @@ def dict_mask(col: pa.Array | pa.ChunkedArray, values: Sequence[str]) -> np.ndar
     return np.append(hit, False)[codes]  # code -1 (null) reads the appended False
 
 
+def unique_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
+    """The distinct (a, b) pairs, sorted; same as ``np.unique(np.stack([a, b], 1), axis=0)``
+    without its slow sort of void records."""
+    if not a.size:
+        return []
+    order = np.lexsort((b, a))
+    sa, sb = a[order], b[order]
+    first = np.ones(sa.size, dtype=bool)
+    first[1:] = (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])
+    return list(zip(sa[first].tolist(), sb[first].tolist(), strict=True))
+
+
 def first_enclosed(parents: np.ndarray, children: np.ndarray, pid: np.ndarray,
                    tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
     """For each parent row, the first child row on the same (pid, tid) that starts within
@@ -39,7 +51,7 @@ def first_enclosed(parents: np.ndarray, children: np.ndarray, pid: np.ndarray,
     kids = children[order]
     kp, kt, kts = pid[kids], tid[kids], ts[kids]
     pp, pt = pid[parents], tid[parents]
-    for p, t in np.unique(np.stack([pp, pt], axis=1), axis=0).tolist():
+    for p, t in unique_pairs(pp, pt):
         lo = int(np.searchsorted(kp, p, side="left"))
         hi = int(np.searchsorted(kp, p, side="right"))
         lo, hi = (lo + int(np.searchsorted(kt[lo:hi], t, side="left")),

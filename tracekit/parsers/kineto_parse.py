@@ -21,6 +21,8 @@ import pyarrow as pa
 from tracekit.errors import BadInputError
 from tracekit.parsers import kineto_read as R
 from tracekit.parsers.kineto_decode import DECODER, EXACT_DECODER, InexactTime
+from tracekit.parsers.kineto_fast import native_piece
+from tracekit.parsers.kineto_native import available as native_available
 from tracekit.parsers.kineto_piece import BadEvent, Piece, decode_piece
 from tracekit.parsers.kineto_pool import PieceDecoder, usable_jobs
 from tracekit.parsers.kineto_table import concat_pieces
@@ -57,7 +59,12 @@ def _no_gc() -> Iterator[None]:
 
 
 def parse_file(path: Path, jobs: int = 1) -> RawTrace:
-    """Parse one file; ``jobs`` > 1 decodes the pieces of a big file in worker processes."""
+    """Parse one file; ``jobs`` > 1 decodes the pieces of a big file in worker processes,
+    unless the native scanner is available: then a piece costs less than sending it to a
+    worker and its columns back (measured on a 400 MB rank, 2 cores: 4.6-7.1 s wall serial,
+    8.0-8.8 s with 2 workers), and the pieces are decoded in this process."""
+    if native_available():
+        jobs = 1
     with _no_gc():
         try:
             raw = _fast(path, usable_jobs(jobs))
@@ -84,6 +91,9 @@ def decode_buffer(doc: bytes, start: int, path: Path) -> Piece:
 
     Raises msgspec.DecodeError when the text is not JSON (a false boundary), BadInputError
     when it is JSON but not valid events."""
+    piece = native_piece(doc, start)
+    if piece is not None:
+        return piece
     try:
         return decode_piece(DECODER.decode(doc), start)
     except (msgspec.ValidationError, InexactTime):

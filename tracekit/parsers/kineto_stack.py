@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
-from tracekit.parsers.kineto_nest import dict_mask
+from tracekit.parsers.kineto_nest import dict_mask, unique_pairs
 from tracekit.schema import Kind
 
 DEPTH = 6  # user frames kept: SGLang helpers sit 3-4 frames above the c10d call, plus callers
@@ -109,13 +109,11 @@ def call_sites(table: pa.Table) -> pa.Array:
     pos = np.clip(pos, 0, ids_sorted.size - 1)
     found = (ids_sorted[pos] == parent_id) & (pids_sorted[pos] == pid) & (parent_id >= 0)
     parent = np.where(found, id_order[pos], -1)
-    names = table.column(S.NAME).combine_chunks()
-    labels = _labels(names, frames)
+    label_id, label_text = _labels(table.column(S.NAME).combine_chunks(), frames)
     frame = _enclosing(pid, tid, start, end, parent, qp, qt, qts)
     # format each distinct innermost frame once, then spread to the queries
     uniq, inverse = np.unique(frame, return_inverse=True)
-    memo: dict[int, str | None] = {}
-    texts = [_stack(int(j), parent, labels, memo) if j >= 0 else None for j in uniq]
+    texts = _texts(uniq, parent, label_id, label_text)
     # distinct frames can print the same text: keep the dictionary unique
     distinct: dict[str, int] = {}
     text_code = np.array([distinct.setdefault(t, len(distinct)) if t is not None else -1
@@ -137,8 +135,7 @@ def _enclosing(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndar
     Per thread, the last frame that starts at or before the query; then, while that frame
     ended before the query, its parent (all queries at once, one level per round)."""
     frame = np.full(qp.size, -1, dtype=np.int64)
-    keys = np.unique(np.stack([qp, qt], axis=1), axis=0)
-    for p, t in keys.tolist():
+    for p, t in unique_pairs(qp, qt):
         if p < 0:
             continue
         lo = int(np.searchsorted(pid, p, side="left"))
@@ -170,23 +167,45 @@ def _pid_search(pids_sorted: np.ndarray, ids_sorted: np.ndarray, pid: np.ndarray
     return pos
 
 
-def _labels(names: pa.DictionaryArray, frames: np.ndarray) -> list[str | None]:
-    per_value = [frame_label(v) if v else None for v in names.dictionary.to_pylist()]
-    codes = names.indices.to_numpy(zero_copy_only=False)[frames]
-    return [per_value[c] for c in codes.tolist()]
+def _labels(names: pa.DictionaryArray, frames: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Label id of every frame (-1: not a user frame) and the text of each id."""
+    text: list[str] = []
+    ids: dict[str, int] = {}
+    per_value = [ids.setdefault(lab, len(ids)) if (lab := frame_label(v) if v else None)
+                 is not None else -1 for v in names.dictionary.to_pylist()]
+    text = list(ids)
+    lookup = np.array([*per_value, -1], dtype=np.int64)  # a null name reads the last -1
+    codes = np.asarray(pc.fill_null(names.indices, -1), dtype=np.int64)[frames]
+    return lookup[codes], text
 
 
-def _stack(j: int, parent: np.ndarray, labels: list[str | None],
-           memo: dict[int, str | None]) -> str | None:
-    if j in memo:
-        return memo[j]
-    parts: list[str] = []
-    k = j
-    while k >= 0 and len(parts) < DEPTH:
-        label = labels[k]
-        if label is not None:
-            parts.append(label)
-        k = int(parent[k])
-    result = " <- ".join(parts) if parts else None
-    memo[j] = result
-    return result
+def _texts(frames: np.ndarray, parent: np.ndarray, label_id: np.ndarray,
+           label_text: list[str]) -> list[str | None]:
+    """``label <- label ...`` of each frame (None for -1, or when no user frame encloses it):
+    the first DEPTH user-frame labels from the frame outwards through its parents.
+
+    All frames walk up together, one level per round (a parent cycle stops after as many
+    rounds as there are frames)."""
+    n = frames.size
+    parts = np.full((n, DEPTH), -1, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    at = frames.astype(np.int64, copy=True)
+    active = np.flatnonzero(at >= 0)
+    rounds = 0
+    while active.size and rounds <= parent.size:
+        here = at[active]
+        lab = label_id[here]
+        has = active[lab >= 0]
+        parts[has, count[has]] = lab[lab >= 0]
+        count[has] += 1
+        at[active] = parent[here]
+        active = active[(at[active] >= 0) & (count[active] < DEPTH)]
+        rounds += 1
+    memo: dict[tuple[int, ...], str | None] = {}
+    out: list[str | None] = []
+    for row, c in zip(parts.tolist(), count.tolist(), strict=True):
+        key = tuple(row[:c])
+        if key not in memo:
+            memo[key] = " <- ".join(label_text[k] for k in key) if key else None
+        out.append(memo[key])
+    return out

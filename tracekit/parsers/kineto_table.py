@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -170,13 +171,20 @@ def _side_table(
         own = set(comm.column(RAW_IDX).to_pylist())
     recs: list[CommRecord] = []
     idxs: list[int] = []
+    # one record per distinct (name, args): ops repeat with the same shapes layer after layer
+    cache: dict[tuple[str, bytes], CommRecord | None] = {}
     for idx, name, args in extra:
         if idx in own:
             continue
-        rec = from_inputs(name or "", args)
+        key = (name or "", msgspec.json.encode(args))
+        if key in cache:
+            rec = cache[key]
+        else:
+            rec = cache[key] = from_inputs(name or "", args)
+            if rec is not None:
+                _fill_group(rec, pg_by_name, pg_by_uid)
         if rec is not None:
-            _fill_group(rec, pg_by_name, pg_by_uid)
-            recs.append(rec)
+            recs.append(rec)  # shared between rows: read-only from here on
             idxs.append(idx)
     if recs:
         parts.append(_record_table(recs, idxs))

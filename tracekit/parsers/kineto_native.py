@@ -1,0 +1,151 @@
+"""The native ``traceEvents`` scanner (kineto_scan_c), compiled on first use and loaded with
+ctypes; ``scan`` returns its columns as numpy arrays, or None when it is unavailable (no C
+compiler, ``TRACEKIT_NATIVE=0``) or declines a piece.
+
+The shared library is cached under ``$TRACEKIT_NATIVE_DIR`` (default
+``~/.cache/tracekit/native``), named by a hash of its source, and written under a temporary
+name then renamed, so that concurrent processes never load a half-written file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit.parsers import kineto_scan_c as C
+from tracekit.parsers.kineto_decode import Args
+
+EVENT_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args")
+_ID_FIELDS = 4  # Args starts with External id, correlation, Python id, Python parent id
+ID_KEYS = Args.__struct_encode_fields__[:_ID_FIELDS]
+FLAG_KEYS = Args.__struct_encode_fields__[_ID_FIELDS:]  # comm and record_shapes keys
+_SMALL = -2  # tk_scan: the arrays are too small
+_FLAGS = ("-O3", "-shared", "-fPIC")
+_MAX_BYTES = (1 << 31) - 1  # string offsets are int32
+
+
+class _CapacityError(Exception):
+    """More events than the arrays were sized for."""
+
+
+def enabled() -> bool:
+    return os.environ.get("TRACEKIT_NATIVE", "1") not in ("0", "false", "no", "off")
+
+
+def _cache_dir() -> Path:
+    env = os.environ.get("TRACEKIT_NATIVE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "tracekit" / "native"
+
+
+def _compile(src: str, target: Path) -> None:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise OSError("no C compiler")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        c_file = Path(tmp) / "scan.c"
+        c_file.write_text(src)
+        built = Path(tmp) / target.name
+        subprocess.run([cc, *_FLAGS, "-o", str(built), str(c_file)],
+                       check=True, capture_output=True, timeout=120)
+        os.replace(built, target)
+
+
+@cache
+def _library() -> ctypes.CDLL | None:
+    src = C.source(EVENT_KEYS, ID_KEYS, FLAG_KEYS)
+    where = f"{sys.platform}-{platform.machine()}"
+    tag = hashlib.sha256(f"{src}{_FLAGS}{where}".encode()).hexdigest()[:16]
+    target = _cache_dir() / f"kineto_scan_{tag}.so"
+    try:
+        if not target.exists():
+            _compile(src, target)
+        lib = ctypes.CDLL(str(target))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    fn = lib.tk_scan
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
+                   ctypes.POINTER(ctypes.c_void_p)]
+    fn.restype = ctypes.c_int64
+    return lib
+
+
+def available() -> bool:
+    return enabled() and _library() is not None
+
+
+@dataclass
+class Scanned:
+    """Columns of one piece: ``ival`` / ``state`` rows follow C.INT_COLUMNS, ``dval`` rows
+    C.FLOAT_COLUMNS; ``strings`` the three string columns; ``args`` the (start, length) of
+    the flagged args objects (length 0: none)."""
+
+    n: int
+    ival: np.ndarray
+    dval: np.ndarray
+    state: np.ndarray
+    strings: list[pa.StringArray]
+    arg_start: np.ndarray
+    arg_len: np.ndarray
+
+
+def scan(doc: bytes) -> Scanned | None:
+    """Scan a JSON array of events; None when the scanner is unavailable or declines."""
+    lib = _library() if enabled() else None
+    if lib is None or len(doc) >= _MAX_BYTES:
+        return None
+    if not isinstance(doc, bytes):
+        doc = bytes(doc)
+    try:
+        return _scan(lib, doc, len(doc) // 64 + 64)  # a guess, then a bound ("{}," each)
+    except _CapacityError:
+        try:
+            return _scan(lib, doc, len(doc) // 3 + 2)
+        except _CapacityError:  # pragma: no cover - the bound holds
+            return None
+
+
+def _scan(lib: ctypes.CDLL, doc: bytes, cap: int) -> Scanned | None:
+    try:
+        return _scan_into(lib, doc, cap)
+    except MemoryError:  # the scratch arrays: let the msgspec path try
+        return None
+
+
+def _scan_into(lib: ctypes.CDLL, doc: bytes, cap: int) -> Scanned | None:
+    ni, ns = len(C.INT_COLUMNS), len(C.STRING_COLUMNS)
+    ival = np.empty((ni, cap), dtype=np.int64)
+    dval = np.empty((len(C.FLOAT_COLUMNS), cap), dtype=np.float64)
+    state = np.empty((ni, cap), dtype=np.int8)
+    soff = np.empty((ns, cap + 1), dtype=np.int32)
+    sdata = np.empty((ns, max(len(doc), 1)), dtype=np.uint8)
+    snull = np.empty((ns, cap), dtype=np.int8)
+    aoff = np.empty(cap, dtype=np.int64)
+    alen = np.empty(cap, dtype=np.int64)
+    arrays = (ival, dval, state, soff, sdata, snull, aoff, alen)
+    ptrs = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+    n = int(lib.tk_scan(doc, len(doc), cap, ptrs))
+    if n == _SMALL:
+        raise _CapacityError
+    if n <= 0:  # declined; or no events: the msgspec path
+        return None
+    strings = []
+    for c in range(ns):
+        end = int(soff[c, n])
+        valid = snull[c, :n] == 0
+        strings.append(pa.StringArray.from_buffers(
+            n, pa.py_buffer(soff[c, : n + 1].copy()), pa.py_buffer(sdata[c, :end].copy()),
+            None if valid.all() else pa.array(valid).buffers()[1]))
+    return Scanned(n, ival[:, :n], dval[:, :n], state[:, :n], strings, aoff[:n], alen[:n])
