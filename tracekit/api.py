@@ -11,6 +11,7 @@ are imported lazily so that importing tracekit stays cheap.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,10 +105,22 @@ def analyze(
 
 def analyze_run(run: Run, options: AnalyzeOptions | None = None) -> Analysis:
     opts = options or AnalyzeOptions()
+    if opts.topology is None:
+        # one topology for every stage: the rules and the cross-rank matching (which fills
+        # the members of communicators whose trace rows lack them) must agree
+        opts = dataclasses.replace(opts, topology=infer_topology(run, opts))
     attributed, findings = attribute(run, opts)
     analysis = measure(run, attributed, opts)
     analysis.findings = _concat_findings(findings, analysis.findings)
     return analysis
+
+
+def infer_topology(run: Run, options: AnalyzeOptions) -> Any | None:
+    """The topology the run's process groups imply (None when they imply none)."""
+    from tracekit.rules.engine import resolve_topology
+    from tracekit.rules.loader import load_rules
+
+    return resolve_topology(run, options, load_rules(options.rules_files))
 
 
 def _concat_findings(*tables: pa.Table | None) -> pa.Table:

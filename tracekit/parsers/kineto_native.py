@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -76,7 +77,7 @@ def _library() -> ctypes.CDLL | None:
     except (OSError, subprocess.SubprocessError):
         return None
     fn = lib.tk_scan
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                    ctypes.POINTER(ctypes.c_void_p)]
     fn.restype = ctypes.c_int64
     return lib
@@ -124,23 +125,49 @@ def _scan(lib: ctypes.CDLL, doc: bytes, cap: int) -> Scanned | None:
         return None
 
 
+class _Scratch:
+    """The scanner's output arrays, kept between pieces (fresh ones would cost a page fault
+    per 4 KiB written); everything read from them is copied out before the next scan."""
+
+    def __init__(self, cap: int, size: int) -> None:
+        ni, ns = len(C.INT_COLUMNS), len(C.STRING_COLUMNS)
+        self.cap, self.size = cap, size
+        self.ival = np.empty((ni, cap), dtype=np.int64)
+        self.dval = np.empty((len(C.FLOAT_COLUMNS), cap), dtype=np.float64)
+        self.state = np.empty((ni, cap), dtype=np.int8)
+        self.soff = np.empty((ns, cap + 1), dtype=np.int32)
+        self.sdata = np.empty((ns, size), dtype=np.uint8)
+        self.snull = np.empty((ns, cap), dtype=np.int8)
+        self.aoff = np.empty(cap, dtype=np.int64)
+        self.alen = np.empty(cap, dtype=np.int64)
+        arrays = (self.ival, self.dval, self.state, self.soff, self.sdata, self.snull,
+                  self.aoff, self.alen)
+        self.ptrs = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+
+
+_local = threading.local()  # one scratch per thread: the scan runs without the GIL
+_KEEP_BYTES = 64 << 20  # a whole document (the safe path) gets scratch of its own
+
+
+def _scratch_for(cap: int, size: int) -> _Scratch:
+    if size > _KEEP_BYTES:
+        return _Scratch(cap, size)
+    x: _Scratch | None = getattr(_local, "scratch", None)
+    if x is None or x.cap < cap or x.size < size:
+        _local.scratch = None  # let the old arrays go first
+        x = _local.scratch = _Scratch(cap, max(size, 1))
+    return x
+
+
 def _scan_into(lib: ctypes.CDLL, doc: bytes, cap: int) -> Scanned | None:
-    ni, ns = len(C.INT_COLUMNS), len(C.STRING_COLUMNS)
-    ival = np.empty((ni, cap), dtype=np.int64)
-    dval = np.empty((len(C.FLOAT_COLUMNS), cap), dtype=np.float64)
-    state = np.empty((ni, cap), dtype=np.int8)
-    soff = np.empty((ns, cap + 1), dtype=np.int32)
-    sdata = np.empty((ns, max(len(doc), 1)), dtype=np.uint8)
-    snull = np.empty((ns, cap), dtype=np.int8)
-    aoff = np.empty(cap, dtype=np.int64)
-    alen = np.empty(cap, dtype=np.int64)
-    arrays = (ival, dval, state, soff, sdata, snull, aoff, alen)
-    ptrs = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
-    n = int(lib.tk_scan(doc, len(doc), cap, ptrs))
+    ns = len(C.STRING_COLUMNS)
+    x = _scratch_for(cap, len(doc))
+    n = int(lib.tk_scan(doc, len(doc), x.cap, x.size, x.ptrs))
     if n == _SMALL:
         raise _CapacityError
     if n <= 0:  # declined; or no events: the msgspec path
         return None
+    soff, sdata, snull = x.soff, x.sdata, x.snull
     strings = []
     for c in range(ns):
         end = int(soff[c, n])
@@ -148,4 +175,5 @@ def _scan_into(lib: ctypes.CDLL, doc: bytes, cap: int) -> Scanned | None:
         strings.append(pa.StringArray.from_buffers(
             n, pa.py_buffer(soff[c, : n + 1].copy()), pa.py_buffer(sdata[c, :end].copy()),
             None if valid.all() else pa.array(valid).buffers()[1]))
-    return Scanned(n, ival[:, :n], dval[:, :n], state[:, :n], strings, aoff[:n], alen[:n])
+    return Scanned(n, x.ival[:, :n], x.dval[:, :n], x.state[:, :n], strings, x.aoff[:n],
+                   x.alen[:n])

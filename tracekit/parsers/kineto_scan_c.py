@@ -41,12 +41,12 @@ typedef struct {
     double *dval;    /* 2 * cap: ts, dur as parsed floats */
     int8_t *state;   /* NI * cap */
     int32_t *soff;   /* NS * (cap + 1) */
-    uint8_t *sdata;  /* NS * len */
+    uint8_t *sdata;  /* NS * sstride */
     int8_t *snull;   /* NS * cap */
     int64_t *aoff;   /* cap */
     int64_t *alen;   /* cap, 0: no flagged key in args */
     const uint8_t *base;
-    int64_t len;
+    int64_t sstride; /* bytes per string column in sdata (at least len) */
     int32_t cursor[NS];
 } Ctx;
 
@@ -316,7 +316,7 @@ static P string_value(P p, P e, Ctx *x, int c, int64_t i) {
     if (*p != '"') return NULL;
     end = str_end(p, e, &plain);
     if (!end || !plain) return NULL;
-    memcpy(x->sdata + c * x->len + x->cursor[c], p + 1, (size_t)(end - p - 2));
+    memcpy(x->sdata + c * x->sstride + x->cursor[c], p + 1, (size_t)(end - p - 2));
     x->cursor[c] += (int32_t)(end - p - 2);
     x->snull[c * x->cap + i] = 0;
     return end;
@@ -365,7 +365,7 @@ done:
 }
 
 /* Returns the number of events, -1 to decline, -2 when cap is too small. */
-int64_t tk_scan(const uint8_t *buf, int64_t len, int64_t cap, void **out) {
+int64_t tk_scan(const uint8_t *buf, int64_t len, int64_t cap, int64_t sstride, void **out) {
     Ctx x;
     P p, e = buf + len;
     int64_t n = 0;
@@ -379,10 +379,10 @@ int64_t tk_scan(const uint8_t *buf, int64_t len, int64_t cap, void **out) {
     x.aoff = (int64_t *)out[6];
     x.alen = (int64_t *)out[7];
     x.base = buf;
-    x.len = len;
+    x.sstride = sstride;
     if (!special_ready) init_special();
     for (int c = 0; c < NS; c++) { x.cursor[c] = 0; x.soff[c * (cap + 1)] = 0; }
-    if (len >= 0x7fffffff) return -1;
+    if (len >= 0x7fffffff || sstride < len) return -1;
     p = ws(buf, e);
     if (p >= e || *p != '[') return -1;
     p = ws(p + 1, e);

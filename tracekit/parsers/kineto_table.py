@@ -169,25 +169,29 @@ def _side_table(
     if comm is not None and comm.num_rows:
         parts.append(param_comms_side(comm, pg_by_name, pg_by_uid))
         own = set(comm.column(RAW_IDX).to_pylist())
-    recs: list[CommRecord] = []
+    distinct: list[CommRecord] = []
+    which: list[int] = []  # position in ``distinct`` of each row's record
     idxs: list[int] = []
     # one record per distinct (name, args): ops repeat with the same shapes layer after layer
-    cache: dict[tuple[str, bytes], CommRecord | None] = {}
+    cache: dict[tuple[str, bytes], int] = {}
     for idx, name, args in extra:
         if idx in own:
             continue
         key = (name or "", msgspec.json.encode(args))
-        if key in cache:
-            rec = cache[key]
-        else:
-            rec = cache[key] = from_inputs(name or "", args)
+        pos = cache.get(key)
+        if pos is None:
+            rec = from_inputs(name or "", args)
             if rec is not None:
                 _fill_group(rec, pg_by_name, pg_by_uid)
-        if rec is not None:
-            recs.append(rec)  # shared between rows: read-only from here on
+                distinct.append(rec)
+            pos = cache[key] = len(distinct) - 1 if rec is not None else -1
+        if pos >= 0:
+            which.append(pos)
             idxs.append(idx)
-    if recs:
-        parts.append(_record_table(recs, idxs))
+    if distinct:
+        rows = _record_table(distinct, range(len(distinct))).take(pa.array(which, pa.int64()))
+        parts.append(rows.set_column(rows.schema.get_field_index(RAW_IDX), RAW_IDX,
+                                     pa.array(idxs, pa.int64())))
     if not parts:
         return None
     side = pa.concat_tables(parts, promote_options="permissive")

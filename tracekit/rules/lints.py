@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -105,6 +106,9 @@ _FAMILIES = {
 }
 
 
+_FAMILY_PATHS = sorted({p for paths in _FAMILIES.values() for p in paths})
+
+
 def expected_paths(topo: Topology) -> dict[str, set[str] | None]:
     """Per family, the paths the config's switches imply (None: not stated, not checked)."""
     c = topo.config
@@ -146,9 +150,12 @@ def path_mismatch(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
     expected = expected_paths(topo)
     units = _units(comm)
     units = units[units[S.LAYER].notna()]
+    if units.empty:
+        return []
+    layers = _LayerRows(units)
     out: list[Finding] = []
-    for (step, layer), part in units.groupby(_layer_key(units), sort=True):
-        seen = set(part[S.PATH].dropna())
+    for code, (step, layer) in enumerate(layers.keys):
+        seen = layers.seen.get(code, frozenset())
         for family, members in _FAMILIES.items():
             want = expected.get(family)
             if want is None:
@@ -157,14 +164,43 @@ def path_mismatch(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
             ok = got <= want and (bool(got) or not want) if family == "a2a" else got == want
             if ok:
                 continue
-            ranks = sorted(set(part.loc[part[S.PATH].isin(members), S.RANK])) or sorted(
-                set(part[S.RANK]))
+            ranks = layers.ranks(code, members)
             evidence = (f"step {int(step)}: config {family}={topo.config.expected(family)}; "
                         f"observed {sorted(got) or 'none'} on ranks {ranks}")
             out.append(_finding(rule, layer, ranks, None, ",".join(sorted(got)) or None,
                                 evidence, expected=sorted(want) or "none", phase=family,
                                 observed=sorted(got) or "none"))
     return out
+
+
+class _LayerRows:
+    """The unit rows of each (step, layer), numbered in sorted key order, with the family
+    paths each layer holds; rows are looked up by position, not by slicing the frame."""
+
+    def __init__(self, units: pd.DataFrame) -> None:
+        grouped = units.groupby(_layer_key(units), sort=True)
+        self.keys = list(grouped.size().index)
+        codes = grouped.ngroup().to_numpy()
+        self.order = np.argsort(codes, kind="stable")
+        self.bounds = np.searchsorted(codes[self.order], np.arange(len(self.keys) + 1))
+        self.paths = units[S.PATH].astype(object).to_numpy()
+        self.rank_values = units[S.RANK].to_numpy()
+        known = units[S.PATH].isin(_FAMILY_PATHS).to_numpy()
+        pairs = pd.DataFrame({F.IDX: codes[known], S.PATH: self.paths[known]}).drop_duplicates()
+        seen: dict[int, set[str]] = {}
+        for code, path in zip(pairs[F.IDX].tolist(), pairs[S.PATH].tolist(), strict=True):
+            seen.setdefault(code, set()).add(path)
+        self.seen = {code: frozenset(paths) for code, paths in seen.items()}
+        self.on_family: dict[tuple[str, ...], np.ndarray] = {}
+
+    def ranks(self, code: int, members: tuple[str, ...]) -> list[int]:
+        """Sorted ranks of the layer's rows on ``members``, else of all its rows."""
+        rows = self.order[self.bounds[code]:self.bounds[code + 1]]
+        if members not in self.on_family:
+            self.on_family[members] = pd.Series(self.paths, dtype=object).isin(members).to_numpy()
+        hit = self.on_family[members][rows]
+        chosen = self.rank_values[rows[hit]] if hit.any() else self.rank_values[rows]
+        return sorted({int(r) for r in chosen.tolist()})
 
 
 def participants(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
