@@ -27,6 +27,7 @@ from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
+from tracekit.rules.grouping import grouped_tuples
 from tracekit.rules.groups import attribute_groups, kernel_group, participants_pass
 from tracekit.rules.kernels import classify, rule_column
 from tracekit.rules.layers import (
@@ -114,8 +115,9 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     comm[F.THREAD_GROUP] = thread_groups(comm, decided)
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
     linked = comm[comm[F.LINK] >= 0]
-    comm.loc[linked.index, F.THREAD_GROUP] = comm.loc[
-        by_row.reindex(linked[F.LINK]).to_numpy(), F.THREAD_GROUP].to_numpy()
+    if not linked.empty:
+        comm.loc[linked.index, F.THREAD_GROUP] = comm.loc[
+            by_row.reindex(linked[F.LINK]).to_numpy(), F.THREAD_GROUP].to_numpy()
     groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table))
     groups = fill_from_nested(comm, groups, S.GROUP,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
@@ -186,9 +188,15 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
         for o, g, p in zip(first[F.LOGICAL_OP], first[S.GROUP], first[S.PATH], strict=True)]
     required = required_families(topo, set(comm[S.PATH].dropna()))
 
-    def fits(rows: pd.DataFrame) -> bool:
+    items = _sequence(first)
+    fitting: dict[tuple[tuple[str | None, tuple[str, ...]], ...], bool] = {}
+
+    def fits(positions: np.ndarray) -> bool:
         # a period must hold whole layers without slots the topology does not expect
-        return place(_sequence(rows), topo, required, allow_unexpected=False) is not None
+        seq = tuple(items[i] for i in positions.tolist())
+        if seq not in fitting:
+            fitting[seq] = place(seq, topo, required, allow_unexpected=False) is not None
+        return fitting[seq]
 
     layer = marker_layers(frame, first, rules)
     hint = topo.config.layers if topo is not None else None
@@ -200,7 +208,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     known = comm[S.LOGICAL_ID].notna()
     borrowed = per_logical[per_logical[F.GROUP_RULE] == "layer.signature"]
     take = known & comm[S.LOGICAL_ID].isin(borrowed.index)
-    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON):
+    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if take.any() else ():
         comm.loc[take, col] = comm.loc[take, S.LOGICAL_ID].map(borrowed[col])
     for col in (S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP):
         values = comm.loc[known, S.LOGICAL_ID].map(per_logical[col])
@@ -211,7 +219,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     linked = comm[comm[F.LINK] >= 0]
     target = by_row.reindex(linked[F.LINK]).to_numpy()
     for col in (S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP, S.GROUP,
-                S.STATUS, F.GROUP_RULE, F.GROUP_REASON):
+                S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if len(target) else ():
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
     comm = _fill_wrappers(comm)
     comm[S.PHASE] = comm[S.PATH].map(lambda p: S.PathLabel.PHASE_OF.get(p) if isinstance(p, str)
@@ -260,7 +268,7 @@ def _place_paths(first: pd.DataFrame, topo: Topology | None, required: Families)
     seq_items = pd.Series(_sequence(keyed), index=keyed.index)
     layer_key = pd.Series(pd.factorize(pd.MultiIndex.from_arrays(
         [keyed[S.RANK], keyed[F.STEP].fillna(-1), keyed[S.LAYER]]))[0], index=keyed.index)
-    sequences = seq_items.groupby(layer_key).agg(tuple)
+    sequences = grouped_tuples(seq_items, layer_key)
     solved: dict[tuple[tuple[str | None, tuple[str, ...]], ...], Placement | None] = {}
     for seq in set(sequences):
         if any(p is None and c for p, c in seq):

@@ -54,6 +54,22 @@ def desc_rule_id(desc: str, rules: RuleSet) -> str | None:
     return None
 
 
+_DESC_MEMO: dict[int, tuple[RuleSet, dict[str, str | None]]] = {}
+
+
+def _desc_group(desc: str, rules: RuleSet) -> str | None:
+    """``desc_to_group`` of one description, remembered per rule set for the process."""
+    entry = _DESC_MEMO.get(id(rules))
+    if entry is None or entry[0] is not rules:
+        if len(_DESC_MEMO) >= 8:
+            _DESC_MEMO.clear()
+        entry = _DESC_MEMO[id(rules)] = (rules, {})
+    memo = entry[1]
+    if desc not in memo:
+        memo[desc] = desc_to_group(pd.Series([desc]), rules).iloc[0]
+    return memo[desc]
+
+
 @dataclass(frozen=True)
 class Evidence:
     name: str  # what it is, for the reason
@@ -152,16 +168,19 @@ def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
     if comm.empty:
         return pd.DataFrame(index=comm.index, columns=[S.GROUP, S.STATUS, F.GROUP_RULE,
                                                        F.GROUP_REASON, F.CANDIDATES])
-    work = comm.copy()
-    work[F.RANKS_KEY] = work[S.PG_RANKS].map(
+    ranks_key = comm[S.PG_RANKS].map(
         lambda r: tuple(int(x) for x in r) if r is not None and len(r) else None)
-    keys = work[list(KEY_COLUMNS)].astype("object").where(work[list(KEY_COLUMNS)].notna(), None)
-    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
+    columns = []
+    for name in KEY_COLUMNS:
+        values = (ranks_key if name == F.RANKS_KEY else comm[name]).astype("object")
+        columns.append(values.where(values.notna(), None).tolist())
+    distinct: dict[tuple[object, ...], int] = {}
+    codes = [distinct.setdefault(key, len(distinct)) for key in zip(*columns, strict=True)]
     pg_lookup = _pg_lookup(pg_table)
     verdicts = [
         _verdict({k: _none(v) for k, v in zip(KEY_COLUMNS, key, strict=True)}, rules, topo,
                  pg_lookup)
-        for key in uniq
+        for key in distinct
     ]
     chosen = [verdicts[c] for c in codes]
     return pd.DataFrame({
@@ -192,7 +211,7 @@ def _verdict(key: dict[str, object], rules: RuleSet, topo: Topology | None,
              pg_lookup: dict[tuple[int, str], tuple[str | None, tuple[int, ...]]]) -> Verdict:
     ev: list[Evidence] = []
     desc = key[S.PG_DESC]
-    by_desc = desc_to_group(pd.Series([desc]), rules).iloc[0] if isinstance(desc, str) else None
+    by_desc = _desc_group(desc, rules) if isinstance(desc, str) else None
     if by_desc:
         ev.append(Evidence(f"description {desc!r}", _canon(topo, [by_desc]),
                            desc_rule_id(str(desc), rules) or "desc"))
@@ -206,7 +225,7 @@ def _verdict(key: dict[str, object], rules: RuleSet, topo: Topology | None,
         declared = pg_lookup.get((int(key[S.RANK]), name))  # type: ignore[call-overload]
         if declared is not None:
             pdesc, members = declared
-            g = desc_to_group(pd.Series([pdesc]), rules).iloc[0] if pdesc else None
+            g = _desc_group(pdesc, rules) if pdesc else None
             if g:
                 ev.append(Evidence(f"pg_config {name}={pdesc!r}", _canon(topo, [g]),
                                    "pg_config.desc"))

@@ -18,30 +18,58 @@ from tracekit.rules.model import KernelRule, RuleSet
 RULE = "_krule"
 
 
-def _first_match(name: str, kind: str, rules: tuple[KernelRule, ...],
-                 compiled: list[re.Pattern[str]]) -> int:
-    for i, (rule, pattern) in enumerate(zip(rules, compiled, strict=True)):
-        if rule.kinds and kind not in rule.kinds:
-            continue
-        if pattern.search(name):
-            return i
-    return -1
+class _Matcher:
+    """The compiled ``kernel_classes`` of one rule set and the verdicts found so far, kept for
+    the life of the process: a run of many ranks sees the same names again and again."""
+
+    def __init__(self, rules: tuple[KernelRule, ...]) -> None:
+        self.rules = rules
+        self.compiled = [re.compile(r.match) for r in rules]
+        self.known: dict[tuple[str, str], int] = {}
+
+    def first(self, name: str, kind: str) -> int:
+        """Index of the first rule matching (name, kind), -1 for none."""
+        key = (name, kind)
+        hit = self.known.get(key)
+        if hit is None:
+            hit = self.known[key] = self._search(name, kind)
+        return hit
+
+    def _search(self, name: str, kind: str) -> int:
+        for i, (rule, pattern) in enumerate(zip(self.rules, self.compiled, strict=True)):
+            if rule.kinds and kind not in rule.kinds:
+                continue
+            if pattern.search(name):
+                return i
+        return -1
+
+
+_MATCHERS: dict[int, tuple[RuleSet, _Matcher]] = {}
+
+
+def _matcher(rules: RuleSet) -> _Matcher:
+    """The matcher of ``rules`` (by identity: the loaded rule sets are cached objects)."""
+    entry = _MATCHERS.get(id(rules))
+    if entry is None or entry[0] is not rules:
+        if len(_MATCHERS) >= 8:
+            _MATCHERS.clear()
+        entry = _MATCHERS[id(rules)] = (rules, _Matcher(rules.kernel_classes))
+    return entry[1]
 
 
 def classify(frame: pd.DataFrame, rules: RuleSet) -> np.ndarray:
     """Index into ``rules.kernel_classes`` for every row of ``frame`` (-1: no rule)."""
     if frame.empty:
         return np.empty(0, dtype=np.int64)
-    compiled = [re.compile(r.match) for r in rules.kernel_classes]
-    pairs = frame[[S.NAME, S.KIND]].astype("string").fillna("")
-    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(pairs))
-    hit = np.array(
-        [_first_match(str(n), str(k), rules.kernel_classes, compiled) for n, k in uniques],
-        dtype=np.int64,
-    )
-    out = hit[codes]
-    out[codes < 0] = -1
-    return out
+    matcher = _matcher(rules)
+    name_codes, names = pd.factorize(frame[S.NAME].astype("string").fillna(""))
+    kind_codes, kinds = pd.factorize(frame[S.KIND].astype("string").fillna(""))
+    width = max(len(kinds), 1)
+    pairs, inverse = np.unique(name_codes.astype(np.int64) * width + kind_codes,
+                               return_inverse=True)
+    hit = np.array([matcher.first(str(names[p // width]), str(kinds[p % width]))
+                    for p in pairs.tolist()], dtype=np.int64)
+    return hit[inverse.reshape(-1)]
 
 
 def rule_column(index: np.ndarray, rules: RuleSet, attr: str) -> pd.Series:

@@ -106,8 +106,19 @@ def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     """Step index of each unit (NaN outside every step marker)."""
     annotations = events[events[S.KIND].astype("object") == S.Kind.ANNOTATION]
     names = annotations[S.NAME].astype("object").fillna("").astype(str)
-    mask = names.str.contains(STEP_MARKER)
+    codes, distinct = pd.factorize(names)
+    hits = pd.Series(distinct).str.contains(STEP_MARKER).to_numpy(dtype=bool)
+    mask = hits[codes] if len(codes) else np.zeros(0, dtype=bool)
     return _enclosing(units, annotations.loc[mask, [S.RANK, S.TS_NS, S.DUR_NS]])
+
+
+def _extract_layer(names: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
+    """The ``layer`` group of ``pattern`` in each name that has it (the regex runs once per
+    distinct name)."""
+    codes, distinct = pd.factorize(names)
+    layer = pd.Series(distinct).str.extract(pattern)["layer"].to_numpy(dtype=object)
+    values = layer[codes] if len(codes) else np.empty(0, dtype=object)
+    return pd.Series(values, index=names.index, dtype=object).dropna()
 
 
 def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> pd.Series:
@@ -117,7 +128,7 @@ def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> 
     for marker in rules.layer_markers:
         sel = kinds.isin(marker.kinds) if marker.kinds else pd.Series(True, index=events.index)
         names = events.loc[sel, S.NAME].astype("object").fillna("").astype(str)
-        found = names.str.extract(re.compile(marker.match))["layer"].dropna()
+        found = _extract_layer(names, re.compile(marker.match))
         if found.empty:
             continue
         spans = events.loc[found.index, [S.RANK, S.TS_NS, S.DUR_NS]].copy()
@@ -153,19 +164,24 @@ def smallest_period(tokens: list[object], prefer: int | None = None,
 
 
 def periodic_layers(logical: pd.DataFrame, layers_hint: int | None,
-                    fits: Callable[[pd.DataFrame], bool] | None = None) -> pd.Series:
+                    fits: Callable[[np.ndarray], bool] | None = None) -> pd.Series:
     """Layer of each logical collective from the repetition of its (rank, step) sequence.
 
     ``logical`` has one row per logical collective (first unit), ordered, with STEP and
-    TOKEN. Collectives outside layers (barriers, p2p) get NaN. ``fits(rows)`` says whether
-    the rows can be one decoder layer.
+    TOKEN. Collectives outside layers (barriers, p2p) get NaN. ``fits(positions)`` says
+    whether the rows at those positions of ``logical`` can be one decoder layer.
     """
-    out = pd.Series(np.nan, index=logical.index)
-    inside = logical[~logical[F.LOGICAL_OP].isin(NOT_IN_LAYER)]
-    for _, part in inside.groupby([S.RANK, inside[F.STEP].fillna(-1)], sort=False):
-        tokens = part[F.TOKEN].tolist()
-        check = None if fits is None else (lambda a, b, rows=part: fits(rows.iloc[a:b]))
+    out = np.full(len(logical), np.nan)
+    inside_mask = ~logical[F.LOGICAL_OP].isin(NOT_IN_LAYER).to_numpy()
+    inside = logical[inside_mask]
+    positions = np.flatnonzero(inside_mask)
+    tokens_all = inside[F.TOKEN].tolist()
+    groups = inside.groupby([S.RANK, inside[F.STEP].fillna(-1)], sort=False).indices
+    for idx in groups.values():
+        rows = positions[idx]
+        tokens = [tokens_all[i] for i in idx]
+        check = None if fits is None else (lambda a, b, rows=rows: fits(rows[a:b]))
         p = smallest_period(tokens, layers_hint, check)
         if p:
-            out.loc[part.index] = np.arange(len(part)) // p
-    return out
+            out[rows] = np.arange(len(rows)) // p
+    return pd.Series(out, index=logical.index)

@@ -109,26 +109,38 @@ _FAMILIES = {
 _FAMILY_PATHS = sorted({p for paths in _FAMILIES.values() for p in paths})
 
 
+# config values -> the path each implies; both the reference workload's spelling
+# (sum_len, max_len, a, b, c) and the synth/path-label spelling (allreduce, rs_ag, a_allreduce...)
+_GATHER = {
+    "gatherv": {PathLabel.GATHER_V}, "sum_len": {PathLabel.GATHER_AR},
+    "allreduce": {PathLabel.GATHER_AR}, "allgather": {PathLabel.GATHER_AG},
+    "rs_ag": {PathLabel.GATHER_RS_AG}, "none": set(),
+}
+_COMBINE = {
+    "b": {PathLabel.COMBINE_B}, "b_reduce_scatterv": {PathLabel.COMBINE_B},
+    "c": {PathLabel.COMBINE_C}, "c_reduce_scatter": {PathLabel.COMBINE_C}, "none": set(),
+}
+_ATTN = {"full_tp": {PathLabel.ATTN_FULL_TP}, "attn_tp": {PathLabel.ATTN_TP}, "none": set()}
+_NOT_STATED = (None, "auto")
+
+
 def expected_paths(topo: Topology) -> dict[str, set[str] | None]:
-    """Per family, the paths the config's switches imply (None: not stated, not checked)."""
+    """Per family, the paths the config's switches imply (None: not stated or a value this
+    lint does not know, so not checked: an unknown spelling must never raise a finding)."""
     c = topo.config
     out: dict[str, set[str] | None] = {}
     attn = c.expected("attn_reduce")
-    out["attn_reduce"] = None if attn in (None, "auto") else (
-        {PathLabel.ATTN_FULL_TP} if attn == "full_tp" else
-        {PathLabel.ATTN_TP} if attn == "attn_tp" else set())
+    out["attn_reduce"] = None if attn in _NOT_STATED else _ATTN.get(str(attn))
     gather = c.expected("dp_gather")
-    out["dp_gather"] = None if gather in (None, "auto") else (
-        {PathLabel.GATHER_V} if gather == "gatherv" else
-        {PathLabel.GATHER_AR} if gather == "sum_len" else
-        ({PathLabel.GATHER_AG} if c.attn_tp == 1 else {PathLabel.GATHER_RS_AG})
-        if gather == "max_len" else set())
+    if gather == "max_len":
+        out["dp_gather"] = {PathLabel.GATHER_AG} if c.attn_tp == 1 else {PathLabel.GATHER_RS_AG}
+    else:
+        out["dp_gather"] = None if gather in _NOT_STATED else _GATHER.get(str(gather))
     combine = c.expected("combine")
-    out["combine"] = None if combine in (None, "auto") else (
-        ({PathLabel.COMBINE_A} if c.attn_dp > 1 else {PathLabel.NO_DPA_MOE_AR})
-        if combine == "a" else
-        {PathLabel.COMBINE_B} if combine == "b" else
-        {PathLabel.COMBINE_C} if combine == "c" else set())
+    if combine in ("a", "a_allreduce"):
+        out["combine"] = {PathLabel.COMBINE_A} if c.attn_dp > 1 else {PathLabel.NO_DPA_MOE_AR}
+    else:
+        out["combine"] = None if combine in _NOT_STATED else _COMBINE.get(str(combine))
     a2a = c.expected("a2a")
     normal = {PathLabel.DEEPEP_LAYOUT, PathLabel.DEEPEP_NORMAL_DISPATCH,
               PathLabel.DEEPEP_NORMAL_COMBINE}
@@ -136,9 +148,9 @@ def expected_paths(topo: Topology) -> dict[str, set[str] | None]:
     mode = c.expected("deepep_mode") or "normal"
     deepep = (normal if mode == "normal" else low_latency if mode == "low_latency"
               else normal | low_latency)  # auto: normal for extend, low latency for decode
-    out["a2a"] = None if a2a in (None, "auto") else (
-        {PathLabel.FUSEEP} if a2a == "fuseep" else deepep if a2a == "deepep" else
-        low_latency if a2a == "deepep_ll" else set())
+    a2a_paths = {"fuseep": {PathLabel.FUSEEP}, "deepep": deepep, "deepep_ll": low_latency,
+                 "none": set()}
+    out["a2a"] = None if a2a in _NOT_STATED else a2a_paths.get(str(a2a))
     return out
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.grouping import grouped_tuples
 from tracekit.schema import Status
 
 _POS = "_pos"
@@ -34,7 +35,7 @@ def transfer(first: pd.DataFrame) -> pd.DataFrame:
         pd.factorize(pd.MultiIndex.from_arrays([keyed[S.RANK], step, keyed[S.LAYER]]))[0],
         index=keyed.index)
     ops = keyed[F.LOGICAL_OP].astype(str)
-    sig_tuples = ops.groupby(layer_key).agg(tuple)
+    sig_tuples = grouped_tuples(ops, layer_key)
     sig_of_layer = pd.Series(pd.factorize(sig_tuples)[0], index=sig_tuples.index)
     ok_row = (keyed[S.STATUS] == Status.ATTRIBUTED) & keyed[S.PATH].notna()
     complete = ok_row.groupby(layer_key).all()
