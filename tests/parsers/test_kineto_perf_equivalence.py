@@ -15,8 +15,9 @@ from tracekit.parsers import kineto_native, kineto_read
 from tracekit.parsers.kineto import load_kineto_file
 from tracekit.parsers.kineto_fast import native_piece
 
-pytestmark = pytest.mark.skipif(not kineto_native.available(),
-                                reason="no C compiler: the native scanner is not built")
+pytestmark = pytest.mark.skipif(
+    not kineto_native.available(),
+    reason="native scanner unavailable (no C compiler, or TRACEKIT_NATIVE=0)")
 
 DIST = {"backend": "nccl", "rank": 0, "world_size": 2, "pg_config": [
     {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 2,

@@ -18,7 +18,7 @@ from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.parsers.kineto_comm import parse_int_list
 from tracekit.parsers.kineto_parse import parse_file, release_memory
-from tracekit.parsers.kineto_table import build_events
+from tracekit.parsers.kineto_table import build_events_from
 from tracekit.parsers.names import rank_from_name
 
 FORMAT = "kineto"
@@ -106,8 +106,8 @@ def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> Rank
     info = _dist_info(trace.meta)
     r = _rank(info, path, rank)
     rows, by_name, by_uid = _groups(info, r)
-    events = build_events(trace.detach_raw(), trace.comm, trace.extra, trace.threads, rank=r,
-                          source=str(path), pg_by_name=by_name, pg_by_uid=by_uid)
+    events = build_events_from([trace.detach_raw()], trace.comm, trace.extra, trace.threads,
+                               rank=r, source=str(path), pg_by_name=by_name, pg_by_uid=by_uid)
     release_memory()
     groups = pa.Table.from_pylist(rows, schema=_plain(S.PROCESS_GROUPS))
     base = _int_or_none(trace.meta.get("baseTimeNanoseconds"))

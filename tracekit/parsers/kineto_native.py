@@ -9,6 +9,7 @@ name then renamed, so that concurrent processes never load a half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -64,6 +65,15 @@ def _compile(src: str, target: Path) -> None:
         os.replace(built, target)
 
 
+def _prune(keep: Path) -> None:
+    """Remove the libraries of older scanner sources (best effort; a loaded one stays
+    mapped in the processes using it)."""
+    for old in keep.parent.glob("kineto_scan_*.so"):
+        if old != keep:
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
 @cache
 def _library() -> ctypes.CDLL | None:
     src = C.source(EVENT_KEYS, ID_KEYS, FLAG_KEYS)
@@ -73,6 +83,7 @@ def _library() -> ctypes.CDLL | None:
     try:
         if not target.exists():
             _compile(src, target)
+            _prune(target)
         lib = ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError):
         return None
@@ -157,6 +168,11 @@ def _scratch_for(cap: int, size: int) -> _Scratch:
         _local.scratch = None  # let the old arrays go first
         x = _local.scratch = _Scratch(cap, max(size, 1))
     return x
+
+
+def release_scratch() -> None:
+    """Let this thread's scratch arrays go (once a file's pieces are all scanned)."""
+    _local.scratch = None
 
 
 def _scan_into(lib: ctypes.CDLL, doc: bytes, cap: int) -> Scanned | None:

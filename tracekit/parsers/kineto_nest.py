@@ -19,13 +19,19 @@ from tracekit.schema import Kind
 def dict_mask(col: pa.Array | pa.ChunkedArray, values: Sequence[str]) -> np.ndarray:
     """numpy bool mask of the rows of a dictionary column whose value is one of ``values``
     (compared on the dictionary; nulls are False; no per-row strings are built)."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    arr = one_chunk(col)
     if not pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_encode()
     hit = np.asarray(pc.fill_null(pc.is_in(arr.dictionary, pa.array(values, pa.string())),
                                   False), dtype=bool)
-    codes = np.asarray(pc.fill_null(arr.indices, -1), dtype=np.int64)
-    return np.append(hit, False)[codes]  # code -1 (null) reads the appended False
+    return np.append(hit, False)[codes(arr)]  # code -1 (null) reads the appended False
+
+
+def codes(arr: pa.DictionaryArray) -> np.ndarray:
+    """The dictionary codes of ``arr`` as numpy (-1 for null), without a copy when it has no
+    null (usable as indices into a per-value table with one extra slot at the end)."""
+    indices = arr.indices if arr.null_count == 0 else pc.fill_null(arr.indices, -1)
+    return indices.to_numpy(zero_copy_only=False)
 
 
 def unique_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
@@ -72,7 +78,7 @@ class Nest:
     Only the rows at one of these levels are kept (positions in ``rows``)."""
 
     def __init__(self, t: pa.Table, kind: pa.Array) -> None:
-        name = t.column(S.NAME).combine_chunks()
+        name = one_chunk(t.column(S.NAME))
         wrapper = np.asarray(_prefix_mask(name, WRAPPER_PREFIXES), dtype=bool)
         title = np.asarray(_prefix_mask(name, TITLE_PREFIXES), dtype=bool)
         comm_op = dict_mask(kind, (Kind.COMM_OP,))
@@ -120,6 +126,15 @@ class Nest:
 
 WRAPPER_PREFIXES = ("c10d::", "_c10d_functional::")
 TITLE_PREFIXES = ("nccl:", "gloo:")
+
+
+def one_chunk(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The values of ``col`` as one array, without a copy when it has a single chunk."""
+    if isinstance(col, pa.Array):
+        return col
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    return col.combine_chunks()
 
 
 def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> pa.Array:

@@ -1,16 +1,18 @@
 """Parse one Kineto file into raw columns: a streaming fast path over 8 MB pieces, and a safe
 whole-document path used when the fast path cannot resolve the file's structure (and to word
 the error of a broken file precisely).
+
+Each piece goes first to the native scanner (kineto_fast: C, no Python object per event); a
+piece it declines is decoded by msgspec (kineto_piece), which gives the same columns.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,10 @@ from tracekit.parsers import kineto_read as R
 from tracekit.parsers.kineto_decode import DECODER, EXACT_DECODER, InexactTime
 from tracekit.parsers.kineto_fast import native_piece
 from tracekit.parsers.kineto_native import available as native_available
+from tracekit.parsers.kineto_native import release_scratch
 from tracekit.parsers.kineto_piece import BadEvent, Piece, decode_piece
 from tracekit.parsers.kineto_pool import PieceDecoder, usable_jobs
+from tracekit.parsers.kineto_spread import release_memory
 from tracekit.parsers.kineto_table import concat_pieces
 
 
@@ -70,17 +74,10 @@ def parse_file(path: Path, jobs: int = 1) -> RawTrace:
             raw = _fast(path, usable_jobs(jobs))
         except R.SplitError:
             raw = _safe(path)
+    release_scratch()
     _validate(raw, path)
     release_memory()
     return raw
-
-
-def release_memory() -> None:
-    """Give the heap that the decoded Python objects used back to the OS (glibc only): it is
-    free once a piece is in Arrow, but malloc keeps it, and it would count in the peak RSS
-    of everything that follows."""
-    with suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 # ------------------------------------------------------------------ fast, streaming path

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
-from tracekit.parsers.kineto_nest import dict_mask, unique_pairs
+from tracekit.parsers.kineto_nest import codes, dict_mask, one_chunk, unique_pairs
 from tracekit.schema import Kind
 
 DEPTH = 6  # user frames kept: SGLang helpers sit 3-4 frames above the c10d call, plus callers
@@ -57,10 +57,10 @@ def _queries(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     """Rows that get a call site, and the (pid, tid, ts) to look up for each."""
     kind = table.column(S.KIND)
     has_op = np.asarray(pc.is_valid(table.column(S.OP)), dtype=bool)
-    name = table.column(S.NAME).combine_chunks()
+    name = one_chunk(table.column(S.NAME))
     hint = np.array(
         [bool(COMM_KERNEL_HINT.search(v or "")) for v in name.dictionary.to_pylist()] + [False]
-    )[np.asarray(pc.fill_null(name.indices, -1), dtype=np.int64)]
+    )[codes(name)]
     device = dict_mask(kind, (Kind.KERNEL, Kind.GPU_ANNOTATION))
     rows = np.flatnonzero(has_op | (device & hint))
     cols = (table.column(S.PID), table.column(S.TID), table.column(S.TS_NS))
@@ -109,7 +109,7 @@ def call_sites(table: pa.Table) -> pa.Array:
     pos = np.clip(pos, 0, ids_sorted.size - 1)
     found = (ids_sorted[pos] == parent_id) & (pids_sorted[pos] == pid) & (parent_id >= 0)
     parent = np.where(found, id_order[pos], -1)
-    label_id, label_text = _labels(table.column(S.NAME).combine_chunks(), frames)
+    label_id, label_text = _labels(one_chunk(table.column(S.NAME)), frames)
     frame = _enclosing(pid, tid, start, end, parent, qp, qt, qts)
     # format each distinct innermost frame once, then spread to the queries
     uniq, inverse = np.unique(frame, return_inverse=True)
@@ -118,12 +118,12 @@ def call_sites(table: pa.Table) -> pa.Array:
     distinct: dict[str, int] = {}
     text_code = np.array([distinct.setdefault(t, len(distinct)) if t is not None else -1
                           for t in texts] + [-1], dtype=np.int32)
-    codes = np.full(n, -1, dtype=np.int32)
-    codes[rows] = inverse
-    codes = text_code[codes]
-    valid = codes >= 0
+    row_code = np.full(n, -1, dtype=np.int32)
+    row_code[rows] = inverse
+    row_code = text_code[row_code]
+    valid = row_code >= 0
     return pa.DictionaryArray.from_arrays(
-        pa.array(codes, mask=~valid, type=pa.int32()),
+        pa.array(row_code, mask=~valid, type=pa.int32()),
         pa.array(list(distinct), pa.string()))
 
 
@@ -175,8 +175,7 @@ def _labels(names: pa.DictionaryArray, frames: np.ndarray) -> tuple[np.ndarray, 
                  is not None else -1 for v in names.dictionary.to_pylist()]
     text = list(ids)
     lookup = np.array([*per_value, -1], dtype=np.int64)  # a null name reads the last -1
-    codes = np.asarray(pc.fill_null(names.indices, -1), dtype=np.int64)[frames]
-    return lookup[codes], text
+    return lookup[codes(names)[frames]], text
 
 
 def _texts(frames: np.ndarray, parent: np.ndarray, label_id: np.ndarray,

@@ -18,10 +18,11 @@ import pyarrow.compute as pc
 from tracekit import schema as S
 from tracekit.parsers.kineto_comm import CommRecord, op_from_name
 from tracekit.parsers.kineto_decode import RAW_IDX
-from tracekit.parsers.kineto_nest import Nest, dict_mask
+from tracekit.parsers.kineto_nest import Nest, dict_mask, one_chunk
 from tracekit.parsers.kineto_params import param_comms_side
 from tracekit.parsers.kineto_piece import Piece
 from tracekit.parsers.kineto_shapes import from_inputs
+from tracekit.parsers.kineto_spread import release_memory, spread, spread_fast, zeros
 from tracekit.parsers.kineto_stack import call_sites
 from tracekit.schema import Kind, MetaSource
 
@@ -96,18 +97,47 @@ def build_events(
     pg_by_uid: Mapping[str, str],
 ) -> pa.Table:
     """EVENTS of one rank from its timed events ``t`` and the pieces' side data."""
+    return build_events_from([t], comm, extra, threads, rank=rank, source=source,
+                             pg_by_name=pg_by_name, pg_by_uid=pg_by_uid)
+
+
+def _single_chunks(holder: list[pa.Table]) -> pa.Table:
+    """The table taken out of ``holder``, its columns made single-chunk one at a time (each
+    multi-chunk original is freed before the next column is copied)."""
+    t = holder.pop()
+    cols = {k: t.column(k) for k in t.column_names}
+    del t
+    for k in cols:
+        cols[k] = one_chunk(cols[k])
+    return pa.table(cols)
+
+
+def build_events_from(
+    raw: list[pa.Table],
+    comm: pa.Table | None,
+    extra: Sequence[tuple[int, str, dict[str, Any]]],
+    threads: Sequence[tuple[Any, Any, str]],
+    *,
+    rank: int,
+    source: str,
+    pg_by_name: Mapping[str, Mapping[str, Any]],
+    pg_by_uid: Mapping[str, str],
+) -> pa.Table:
+    """``build_events`` of the one table in ``raw``, which it takes out of the list: then
+    nothing else holds the raw columns, and those EVENTS does not keep are freed early."""
+    t = _single_chunks(raw)
+    release_memory()  # the pieces' buffers: the allocator would keep their pages
     n = t.num_rows
-    event_id = t.column(S.EVENT_ID).combine_chunks()
-    cat = t.column(S.CATEGORY).combine_chunks()
-    name = t.column(S.NAME).combine_chunks()
+    event_id = t.column(S.EVENT_ID).chunk(0)
+    cat = t.column(S.CATEGORY).chunk(0)
+    name = t.column(S.NAME).chunk(0)
     kind = pc.fill_null(_map_dict(cat, _kind), Kind.OTHER)
     kind = pc.if_else(dict_isin(name, (PARAM_COMMS,)), Kind.COMM_OP, kind).dictionary_encode()
     gpu = dict_isin(cat, _GPU_CATS)
-    pid, tid = t.column(S.PID).combine_chunks(), t.column(S.TID).combine_chunks()
+    pid, tid = t.column(S.PID).chunk(0), t.column(S.TID).chunk(0)
     cols: dict[str, Any] = {
-        S.RANK: pa.array(np.full(n, rank, dtype=np.int32)),
-        S.SOURCE: pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(n, dtype=np.int32)), pa.array([source])),
+        S.RANK: pa.array(np.full(n, rank, dtype=np.int32) if rank else zeros(n, pa.int32())),
+        S.SOURCE: pa.DictionaryArray.from_arrays(zeros(n, pa.int32()), pa.array([source])),
         S.EVENT_ID: event_id,
         S.PID: pid,
         S.TID: tid,
@@ -124,12 +154,19 @@ def build_events(
         S.PY_ID: t.column(S.PY_ID),
         S.PY_PARENT_ID: t.column(S.PY_PARENT_ID),
     }
-    side = _side_table(comm, extra, pg_by_name, pg_by_uid)
-    cols.update(_comm_columns(t, event_id, side, kind))
-    del t, side  # the raw columns not reused above can go before the call sites
-    table = pa.table(cols)
-    table = table.append_column(S.CALL_SITE, call_sites(table))
-    return S.conform(table, S.EVENTS)
+    comm_cols = _CommSpread(t, event_id, _side_table(comm, extra, pg_by_name, pg_by_uid),
+                            kind)
+    cols.update(comm_cols.op_columns(name))
+    del t  # the raw columns not reused above can go before the call sites
+    release_memory()
+    # call sites read OP only: they are found before the other communication columns are
+    # spread over all rows, so that their temporaries and those columns never coexist
+    call_site = call_sites(pa.table(cols))
+    release_memory()
+    cols.update(comm_cols.other_columns())
+    del comm_cols
+    cols[S.CALL_SITE] = call_site
+    return S.conform(pa.table(cols), S.EVENTS)
 
 
 def _threads(pid: pa.Array, tid: pa.Array, threads: Mapping[tuple, str]) -> pa.Array:
@@ -239,40 +276,48 @@ def _ints(col: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
     return np.array(pc.fill_null(taken, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _comm_columns(
-    t: pa.Table, event_id: pa.Array, side: pa.Table | None, kind: pa.Array
-) -> dict[str, pa.Array]:
-    name_op = _map_dict(t.column(S.NAME), op_from_name)
-    if side is None:
-        side = _record_table([], [])
-    ids = event_id.to_numpy()
-    side_idx = side.column(RAW_IDX).to_numpy()
-    pos = np.clip(np.searchsorted(side_idx, ids), 0, max(len(side_idx) - 1, 0))
-    rec_idx = (np.where(side_idx[pos] == ids, pos, -1) if len(side_idx)
-               else np.full(len(ids), -1, dtype=np.int64))
-    linked = _link(t, kind, rec_idx)
-    nest = Nest(t, kind)
-    linked = nest.wrappers_take_inner_record(rec_idx, linked, side)
-    use = np.where(rec_idx >= 0, rec_idx, linked)
-    use = np.where(linked >= 0, linked, use)
-    take = pa.array(np.where(use >= 0, use, 0), mask=use < 0, type=pa.int64())
-    out = {f: (side.column(f) if f in (S.OP, S.META_SOURCE) else _encoded(side.column(f)))
-           .take(take) for f in side.column_names if f != RAW_IDX}
-    op = pc.coalesce(out.pop(S.OP), name_op)
-    op = nest.bare_param_comms_take_title_op(op, rec_idx)
-    source = out.pop(S.META_SOURCE)
-    source = pc.if_else(pa.array(linked >= 0, pa.bool_()), MetaSource.LINKED, source)
-    source = pc.if_else(pc.and_(pc.is_null(source), pc.is_valid(op)), MetaSource.NAME, source)
-    out[S.OP] = op
-    out[S.META_SOURCE] = source
-    return out
+class _CommSpread:
+    """Which side-table row gives each event its communication columns (own args, linked
+    from the launching record_param_comms, or taken by a c10d wrapper), and the spread."""
 
+    def __init__(self, t: pa.Table, event_id: pa.Array, side: pa.Table | None,
+                 kind: pa.Array) -> None:
+        if side is None:
+            side = _record_table([], [])
+        ids = event_id.to_numpy()
+        side_idx = side.column(RAW_IDX).to_numpy()
+        pos = np.clip(np.searchsorted(side_idx, ids), 0, max(len(side_idx) - 1, 0))
+        rec_idx = (np.where(side_idx[pos] == ids, pos, -1) if len(side_idx)
+                   else np.full(len(ids), -1, dtype=np.int64))
+        del pos, ids
+        linked = _link(t, kind, rec_idx)
+        self.nest = Nest(t, kind)
+        linked = self.nest.wrappers_take_inner_record(rec_idx, linked, side)
+        use = np.where(linked >= 0, linked, rec_idx).astype(np.int32)
+        self.is_linked = pa.array(linked >= 0, pa.bool_())
+        del linked
+        # side rows fit in int32; the -1 slots are masked (null) anyway
+        self.take = pa.array(np.maximum(use, 0), mask=use < 0, type=pa.int32())
+        self.use = use
+        self.rec_idx, self.side = rec_idx, side
 
-def _encoded(col: pa.ChunkedArray) -> pa.Array:
-    """Strings of the (small) side table dictionary-encoded before they are spread over all
-    rows: the spread copy is then 4 bytes per row, and EVENTS needs dictionaries anyway."""
-    arr = col.combine_chunks()
-    return arr.dictionary_encode() if pa.types.is_string(arr.type) else arr
+    def op_columns(self, name: pa.Array) -> dict[str, pa.Array]:
+        """OP (args, else the title a bare record_param_comms encloses, else the name) and
+        META_SOURCE."""
+        op = pc.coalesce(spread(self.side.column(S.OP), self.take, keep_strings=True),
+                         _map_dict(name, op_from_name))
+        op = self.nest.bare_param_comms_take_title_op(op, self.rec_idx)
+        source = spread(self.side.column(S.META_SOURCE), self.take, keep_strings=True)
+        source = pc.if_else(self.is_linked, MetaSource.LINKED, source)
+        source = pc.if_else(pc.and_(pc.is_null(source), pc.is_valid(op)), MetaSource.NAME,
+                            source)
+        self.nest = self.rec_idx = self.is_linked = None  # type: ignore[assignment]
+        # encoded now (as EVENTS wants them): the n-row strings go before the spread
+        return {S.OP: op.dictionary_encode(), S.META_SOURCE: source.dictionary_encode()}
+
+    def other_columns(self) -> dict[str, pa.Array]:
+        return {f: spread_fast(self.side.column(f), self.take, self.use)
+                for f in self.side.column_names if f not in (RAW_IDX, S.OP, S.META_SOURCE)}
 
 
 def _record_table(recs: Sequence[CommRecord], idxs: Sequence[int]) -> pa.Table:

@@ -1,0 +1,86 @@
+"""Columns of EVENTS that are mostly or entirely null, spread from a small side table over
+all rows with as little fresh memory as possible, and the release of freed memory between
+the steps of building EVENTS (the peak RSS of a parse is set there)."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+from contextlib import suppress
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit.parsers.kineto_nest import codes
+
+
+def release_memory() -> None:
+    """Give the memory freed so far back to the OS: the Arrow pool's cached pages, and the
+    heap that decoded Python objects and numpy temporaries used (glibc only): malloc keeps
+    it, and it would count in the peak RSS of everything that follows."""
+    pa.default_memory_pool().release_unused()
+    with suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _zero_buffer(nbytes: int) -> pa.Buffer:
+    """``nbytes`` zero bytes in a fresh anonymous mapping: the OS maps its pages lazily, so
+    pages that are only read (or never) cost no RSS (a heap block would be cleared, and
+    count in full)."""
+    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+    if not flags:  # not POSIX: calloc'd memory is the next best thing
+        return pa.py_buffer(np.zeros(max(nbytes, 1), dtype=np.uint8))
+    return pa.py_buffer(mmap.mmap(-1, max(nbytes, 1), flags=flags))
+
+
+def zeros(n: int, type_: pa.DataType) -> pa.Array:
+    """``n`` zeros of a fixed-width type over a lazily mapped zero buffer."""
+    return pa.Array.from_buffers(type_, n, [None, _zero_buffer(n * type_.bit_width // 8)])
+
+
+def _all_null(n: int, type_: pa.DataType) -> pa.Array | None:
+    """An all-null array of a primitive or list type over one lazily mapped zero buffer
+    (validity, values and list offsets all read zeros); None for other types."""
+    if pa.types.is_list(type_):
+        zero = _zero_buffer(4 * (n + 1))
+        return pa.ListArray.from_buffers(type_, n, [zero, zero], null_count=n,
+                                         children=[pa.array([], type_.value_type)])
+    if pa.types.is_integer(type_) or pa.types.is_floating(type_):
+        zero = _zero_buffer(n * type_.bit_width // 8)
+        return pa.Array.from_buffers(type_, n, [zero, zero], null_count=n)
+    return None
+
+
+def spread(col: pa.ChunkedArray, take: pa.Array, keep_strings: bool) -> pa.Array:
+    """A side-table column spread over all rows (``take``); a column with no value at all
+    becomes nulls over a shared zero buffer instead of n freshly written slots."""
+    if col.null_count == len(col):
+        nulls = _all_null(len(take), col.type)
+        if nulls is not None:
+            return nulls
+    return (col if keep_strings else _encoded(col)).take(take)
+
+
+def spread_fast(col: pa.ChunkedArray, take: pa.Array, use: np.ndarray) -> pa.Array:
+    """``_spread`` (strings dictionary-encoded) with numpy indexing for integer and string
+    columns: the same values as Arrow's take, in about a third of its time."""
+    if col.null_count == len(col) or not (pa.types.is_integer(col.type)
+                                          or pa.types.is_string(col.type)):
+        return spread(col, take, keep_strings=False)
+    arr = _encoded(col)
+    if pa.types.is_dictionary(arr.type):
+        row_code = np.append(codes(arr), -1)[use]  # use -1 reads the appended -1
+        return pa.DictionaryArray.from_arrays(
+            pa.array(row_code, mask=row_code < 0, type=arr.type.index_type), arr.dictionary)
+    values = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False)
+    values = np.append(values, np.zeros(1, values.dtype))[use]  # same dtype (uint64 too)
+    valid = np.append(np.asarray(pc.is_valid(arr), dtype=bool), False)[use]
+    return pa.array(values, mask=~valid, type=arr.type)
+
+
+def _encoded(col: pa.ChunkedArray) -> pa.Array:
+    """Strings of the (small) side table dictionary-encoded before they are spread over all
+    rows: the spread copy is then 4 bytes per row, and EVENTS needs dictionaries anyway."""
+    arr = col.combine_chunks()
+    return arr.dictionary_encode() if pa.types.is_string(arr.type) else arr
