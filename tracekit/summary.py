@@ -6,13 +6,12 @@
 * ``comm_by_op``: per collective op, the count, bytes and time of the rows that carry a
   collective's time on a rank (device kernels; on CPU-only gloo traces the ``gloo:*`` titles).
 
-Pure functions over pyarrow tables; the attribution stage replaces these heuristics with its
-kernel classes and ``is_instance``.
+Pure functions over pyarrow tables. Kernel classes come from the packaged rules; the
+attribution stage's ``is_instance`` then refines which rows carry a collective's time.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -20,16 +19,9 @@ import pyarrow.compute as pc
 
 from tracekit import schema as S
 from tracekit.api import Run
-from tracekit.schema import KernelClass, Kind
+from tracekit.schema import Kind
 
 GLOO_PREFIX = "gloo:"
-# kernels of communication libraries that kineto gives no collective args (custom all-reduce,
-# symmetric memory, DeepEP): communication in the first summary even without an op
-COMM_KERNEL_NAMES = re.compile(
-    r"^nccl|cross_device_reduce|all_reduce|allreduce|all_gather|allgather|reduce_scatter|"
-    r"alltoall|all_to_all|deep_ep::|multimem",
-    re.IGNORECASE,
-)
 
 
 @dataclass
@@ -58,27 +50,17 @@ def rank_spans(events: pa.Table) -> pa.Table:
 
 
 def kernel_classes(events: pa.Table) -> pa.Array:
-    """KernelClass of each device row (null on host rows): kernels with a collective op or a
-    communication library's name (COMM_KERNEL_NAMES) are communication, other kernels
-    compute, memcpy/memset memcpy. (The rules engine classifies with its own rule files.)"""
-    kind = events.column(S.KIND).cast(pa.string())
-    is_kernel = pc.equal(kind, Kind.KERNEL)
-    is_copy = pc.is_in(kind, pa.array([Kind.MEMCPY, Kind.MEMSET]))
-    has_op = pc.or_(pc.is_valid(events.column(S.OP)), _comm_named(events.column(S.NAME)))
-    cls = pc.if_else(is_copy, KernelClass.MEMCPY, None)
-    cls = pc.if_else(pc.and_(is_kernel, has_op), KernelClass.COMM, cls)
-    return pc.if_else(pc.and_(is_kernel, pc.invert(has_op)), KernelClass.COMPUTE, cls)
+    """KernelClass of each device row (null on host rows), from the packaged kernel-class
+    rules (tracekit/rules/data): the one definition of what a communication kernel is."""
+    from tracekit.rules.kernels import classify, rule_column
+    from tracekit.rules.loader import load_rules
 
-
-def _comm_named(names: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Rows whose name matches COMM_KERNEL_NAMES (evaluated once per distinct name)."""
-    chunks = []
-    for chunk in names.chunks:
-        arr = chunk if pa.types.is_dictionary(chunk.type) else chunk.dictionary_encode()
-        hit = pa.array([bool(COMM_KERNEL_NAMES.search(v or ""))
-                        for v in arr.dictionary.to_pylist()], pa.bool_())
-        chunks.append(pc.fill_null(hit.take(arr.indices), False))
-    return pa.chunked_array(chunks, pa.bool_())
+    rules = load_rules()
+    frame = events.select([S.NAME, S.KIND]).to_pandas()
+    cls = rule_column(classify(frame, rules), rules, "cls")
+    device = pc.is_in(events.column(S.KIND).cast(pa.string()),
+                      pa.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]))
+    return pc.if_else(device, pa.array(cls, pa.string(), from_pandas=True), None)
 
 
 def kernel_time(events: pa.Table) -> pa.Table:
