@@ -6,32 +6,18 @@ tests/fixtures/make_ascend.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
+import fixtures.make_ascend as mk  # tests/ is on pytest's pythonpath (pyproject)
 import pytest
 
 from tracekit import api
 from tracekit.errors import BadInputError
 from tracekit.parsers import ascend
 
-
-def _load_maker() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "fixtures" / "make_ascend.py"
-    spec = importlib.util.spec_from_file_location("make_ascend", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_ascend", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-mk = _load_maker()
 OUT = "ASCEND_PROFILER_OUTPUT"
 
 

@@ -7,12 +7,10 @@ format facts it rests on.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
+import fixtures.make_ascend as mk  # tests/ is on pytest's pythonpath (pyproject)
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -23,18 +21,6 @@ from tracekit.parsers import ascend
 from tracekit.rules.loader import load_file, packaged_rules
 from tracekit.rules.model import KernelRule
 
-
-def _load_maker() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "fixtures" / "make_ascend.py"
-    spec = importlib.util.spec_from_file_location("make_ascend", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_ascend", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-mk = _load_maker()
 NPU_RULES = Path(__file__).resolve().parents[2] / "tracekit" / "rules" / "data" / "npu.yaml"
 
 
