@@ -729,8 +729,33 @@ COMM_SUMMARY = pa.schema(
     metadata={"table": "COMM_SUMMARY", "schema_version": SCHEMA_VERSION},
 )
 
+STEP_INDEX = "step_index"
+ORDER_TS_NS = "order_ts_ns"
+LOGICAL_OP = "logical_op"
+
+# One row per collective unit of a rank after attribution (the collective as the rank issued
+# it: the wrapper on gloo, else the instance): what the lints read. The partitioned pipeline
+# (tracekit.scale) writes it per rank so that lints run once over all ranks.
+COLLECTIVE_UNITS = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank", nullable=False),
+        _f(LOGICAL_ID, pa.int64(), "logical collective id (unique within the rank)"),
+        _f(TS_NS, pa.int64(), "start of the unit's row", "ns"),
+        _f(ORDER_TS_NS, pa.int64(), "issue time used to order the rank's collectives (a "
+           "kernel's host launch)", "ns"),
+        _f(STEP_INDEX, pa.int64(), "profiler step the unit falls in, null outside any step"),
+        _f(LAYER, pa.int32(), "decoder layer"),
+        _f(GROUP, _DICT, "communicator"),
+        _f(PATH, _DICT, "execution path"),
+        _f(LOGICAL_OP, _DICT, "op of the logical collective (reduce x N -> reduce_scatterv)"),
+        _f(PG_RANKS, _I32_LIST, "global ranks of the process group, when the trace says"),
+    ],
+    metadata={"table": "COLLECTIVE_UNITS", "schema_version": SCHEMA_VERSION},
+)
+
 TABLES.update(
-    {"RANK_COORDS": RANK_COORDS, "GROUP_MEMBERS": GROUP_MEMBERS, "COMM_SUMMARY": COMM_SUMMARY}
+    {"RANK_COORDS": RANK_COORDS, "GROUP_MEMBERS": GROUP_MEMBERS, "COMM_SUMMARY": COMM_SUMMARY,
+     "COLLECTIVE_UNITS": COLLECTIVE_UNITS}
 )
 
 # --- end rules ---

@@ -20,6 +20,7 @@ Building a topology from CLI options, files and traces lives in ``tracekit.topol
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -199,10 +200,15 @@ class Topology:
 
     def group_of(self, rank: int, group: str) -> Members | None:
         """The member list of ``group`` that contains ``rank``."""
-        for m in self.members_of(group):
-            if rank in m:
-                return m
-        return None
+        by_rank = self._rank_index.get(group)
+        if by_rank is None:
+            by_rank = {r: m for m in reversed(self.members_of(group)) for r in m}
+        return by_rank.get(rank)
+
+    @cached_property
+    def _rank_index(self) -> dict[str, dict[int, Members]]:
+        """group -> rank -> the first member list holding it (one pass, not a scan a call)."""
+        return {g: {r: m for m in reversed(self.members_of(g)) for r in m} for g in Group.ALL}
 
     @cached_property
     def _by_member_set(self) -> dict[frozenset[int], tuple[str, ...]]:
@@ -256,3 +262,10 @@ class Topology:
             pa.table({schema.GROUP: groups, schema.MEMBERS: members, schema.ALIAS_OF: alias}),
             schema.GROUP_MEMBERS,
         )
+
+
+@functools.lru_cache(maxsize=32)
+def topology_of(config: ParallelConfig) -> Topology:
+    """The one Topology of ``config`` in this process: its member tables are built once
+    however many traces imply the same config (every rank of a run does)."""
+    return Topology(config)

@@ -19,7 +19,7 @@ import yaml
 from tracekit import schema
 from tracekit.errors import ConfigError
 from tracekit.schema import Group
-from tracekit.topology import ParallelConfig, Topology
+from tracekit.topology import ParallelConfig, Topology, topology_of
 
 # every spelling accepted for each ParallelConfig field (SGLang ServerArgs names first)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -156,19 +156,22 @@ def infer_topology(process_groups: pa.Table, rules: Any, world_size: int | None)
     result is checked: every declared group's members must be a member list of the rebuilt
     topology, else None (the trace does not follow SGLang's layout and nothing is assumed).
     """
-    from tracekit.rules.groups import desc_to_group
-    from tracekit.rules.tables import to_pandas
+    import pandas as pd
+
+    from tracekit.rules.groups import desc_to_group, member_groups
 
     if process_groups.num_rows == 0:
         return None
-    pgs = to_pandas(process_groups)
-    pgs["_group"] = desc_to_group(pgs[schema.PG_DESC], rules)
-    pgs = pgs[pgs["_group"].notna()]
-    if pgs.empty:
+    # a handful of rows per rank: plain lists, not a frame
+    descs = process_groups.column(schema.PG_DESC).to_pylist()
+    named = desc_to_group(pd.Series(descs, dtype="object"), rules).tolist()
+    declared_groups = [(str(g), tuple(r or ())) for g, r in zip(
+        named, process_groups.column(schema.PG_RANKS).to_pylist(), strict=True) if g]
+    if not declared_groups:
         return None
     sizes: dict[str, int] = {}
-    for g, part in pgs.groupby("_group"):
-        sizes[str(g)] = int(max(len(r) for r in part[schema.PG_RANKS]))
+    for g, ranks in declared_groups:
+        sizes[g] = max(sizes.get(g, 0), len(ranks))
     world = world_size or sizes.get(Group.WORLD)
     tp = sizes.get(Group.TP) or world
     if not tp:
@@ -184,14 +187,13 @@ def infer_topology(process_groups: pa.Table, rules: Any, world_size: int | None)
     dp = attn_dp if attn_dp > 1 else max(1, (world or tp) // (tp * pp))
     npu = Group.MOE_EP in sizes and sizes[Group.MOE_EP] == tp
     try:
-        topo = Topology(ParallelConfig(
+        topo = topology_of(ParallelConfig(
             tp=tp, dp=dp, enable_dp_attention=attn_dp > 1, attn_cp=attn_cp, ep=ep,
             moe_dp=moe_dp, pp=pp, npu=npu,
         ))
     except ConfigError:
         return None
-    for g, ranks in zip(pgs["_group"], pgs[schema.PG_RANKS], strict=True):
-        declared = frozenset(int(r) for r in ranks)
-        if len(declared) > 1 and topo.canonical(str(g)) not in topo.groups_with_members(declared):
+    for g, declared in declared_groups:
+        if len(set(declared)) > 1 and topo.canonical(g) not in member_groups(topo, declared):
             return None
     return topo

@@ -37,7 +37,7 @@ from tracekit.rules.layers import (
     periodic_layers,
     steps,
 )
-from tracekit.rules.lints import run_lints
+from tracekit.rules.lints import collective_units, run_lints
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import RuleSet
 from tracekit.rules.nesting import fill_from_nested
@@ -81,19 +81,30 @@ def attribute_run(run: api.Run, options: api.AnalyzeOptions) -> tuple[pa.Table, 
     """ATTRIBUTED (every EVENTS row plus the verdict) and FINDINGS."""
     rules = load_rules(options.rules_files)
     topo = resolve_topology(run, options, rules)
+    attributed, units = attribute_events(run, rules, topo)
+    return attributed, run_lints(units, rules, topo, run)
+
+
+def attribute_events(run: api.Run, rules: RuleSet, topo: Topology | None, *,
+                     cross_rank: bool = True) -> tuple[pa.Table, pa.Table]:
+    """ATTRIBUTED and COLLECTIVE_UNITS (what the lints read) of ``run``'s events.
+
+    ``cross_rank=False`` leaves out the only evidence that reads other ranks (which ranks
+    issued the same call): each rank is then attributed exactly as if it were alone, so a
+    batch of ranks gives the rows of its ranks attributed one by one (logical ids aside: they
+    count on across the batch's ranks, in rank order).
+    """
     events = run.events
     frame = to_pandas(events, _NEEDED)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
     krule = classify(frame, rules)
     cls = rule_column(krule, rules, "cls")
-    verdict = _attribute_comm(frame, krule, rules, topo, run)
-    attributed = _assemble(events, krule, cls, verdict, rules)
-    findings = run_lints(verdict, rules, topo, run)
-    return attributed, findings
+    verdict = _attribute_comm(frame, krule, rules, topo, run, cross_rank)
+    return _assemble(events, krule, cls, verdict, rules), collective_units(verdict)
 
 
 def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
-                    topo: Topology | None, run: api.Run) -> pd.DataFrame:
+                    topo: Topology | None, run: api.Run, cross_rank: bool) -> pd.DataFrame:
     cls = rule_column(krule, rules, "cls")
     comm = frame[cls.isin(COMM_CLASSES).to_numpy()].copy()
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
@@ -121,9 +132,10 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table))
     groups = fill_from_nested(comm, groups, S.GROUP,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
-    unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
-    last = participants_pass(comm[unlinked].join(groups), topo)
-    groups.loc[last.index] = last
+    if cross_rank:
+        unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
+        last = participants_pass(comm[unlinked].join(groups), topo)
+        groups.loc[last.index] = last
     groups = _from_wrappers(comm, groups)
     comm = comm.join(groups)
     return _order_and_paths(frame, comm, rules, topo)

@@ -16,9 +16,11 @@ The work runs once per distinct combination of evidence, not per event.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -131,7 +133,25 @@ def _canon(topo: Topology | None, groups: Sequence[str | None]) -> tuple[str, ..
 def _rank_candidates(topo: Topology | None, ranks: Sequence[int] | None) -> tuple[str, ...]:
     if topo is None or ranks is None or not len(ranks):
         return ()
-    return topo.groups_with_members(frozenset(int(r) for r in ranks))
+    return member_groups(topo, tuple(ranks))
+
+
+@functools.lru_cache(maxsize=4096)
+def member_groups(topo: Topology, ranks: tuple[int, ...]) -> tuple[str, ...]:
+    """``topo.groups_with_members``, remembered: the same member list recurs on every row and
+    every rank of a communicator."""
+    return topo.groups_with_members(frozenset(ranks))
+
+
+@functools.lru_cache(maxsize=4096)
+def _listed(ranks: tuple[int, ...]) -> str:
+    return str(list(ranks))
+
+
+def _as_key(ranks: Any) -> tuple[int, ...] | None:
+    if ranks is None or not len(ranks):
+        return None
+    return tuple(ranks.tolist() if isinstance(ranks, np.ndarray) else (int(r) for r in ranks))
 
 
 def _size_candidates(topo: Topology | None, rank: int, op: object, nin: object,
@@ -168,8 +188,7 @@ def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
     if comm.empty:
         return pd.DataFrame(index=comm.index, columns=[S.GROUP, S.STATUS, F.GROUP_RULE,
                                                        F.GROUP_REASON, F.CANDIDATES])
-    ranks_key = comm[S.PG_RANKS].map(
-        lambda r: tuple(int(x) for x in r) if r is not None and len(r) else None)
+    ranks_key = comm[S.PG_RANKS].map(_as_key)
     columns = []
     for name in KEY_COLUMNS:
         values = (ranks_key if name == F.RANKS_KEY else comm[name]).astype("object")
@@ -202,7 +221,7 @@ def _pg_lookup(pg_table: pd.DataFrame) -> dict[tuple[int, str], tuple[str | None
         return out
     for rank, name, desc, ranks in zip(pg_table[S.RANK], pg_table[S.PG_NAME],
                                        pg_table[S.PG_DESC], pg_table[S.PG_RANKS], strict=True):
-        members = tuple(int(r) for r in ranks) if ranks is not None else ()
+        members = _as_key(ranks) or ()
         out[(int(rank), str(name))] = (desc if isinstance(desc, str) else None, members)
     return out
 
@@ -217,9 +236,9 @@ def _verdict(key: dict[str, object], rules: RuleSet, topo: Topology | None,
                            desc_rule_id(str(desc), rules) or "desc"))
     ranks = key[F.RANKS_KEY]
     if ranks:
-        members = tuple(int(r) for r in ranks)  # type: ignore[attr-defined]
-        ev.append(Evidence(f"ranks {list(members)} (topology)", _rank_candidates(topo, members),
-                           "topology.members"))
+        members = tuple(ranks)  # type: ignore[arg-type]  # a tuple of ints (_as_key)
+        ev.append(Evidence(f"ranks {_listed(members)} (topology)",
+                           _rank_candidates(topo, members), "topology.members"))
     name = key[S.PG_NAME]
     if isinstance(name, str) and key[S.RANK] is not None:
         declared = pg_lookup.get((int(key[S.RANK]), name))  # type: ignore[call-overload]
@@ -229,7 +248,7 @@ def _verdict(key: dict[str, object], rules: RuleSet, topo: Topology | None,
             if g:
                 ev.append(Evidence(f"pg_config {name}={pdesc!r}", _canon(topo, [g]),
                                    "pg_config.desc"))
-            ev.append(Evidence(f"pg_config {name} ranks {list(members)}",
+            ev.append(Evidence(f"pg_config {name} ranks {_listed(members)}",
                                _rank_candidates(topo, members), "pg_config.ranks"))
     if key[F.THREAD_GROUP]:
         ev.append(Evidence("gloo runloop thread", (str(key[F.THREAD_GROUP]),), "gloo.thread"))

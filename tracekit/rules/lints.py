@@ -265,11 +265,46 @@ CHECKS: dict[str, Check] = {
 }
 
 
-def run_lints(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
+# engine frame column -> COLLECTIVE_UNITS column
+_UNIT_COLUMNS = (
+    (S.RANK, S.RANK), (S.LOGICAL_ID, S.LOGICAL_ID), (S.TS_NS, S.TS_NS),
+    (F.ORDER_TS, S.ORDER_TS_NS), (F.STEP, S.STEP_INDEX), (S.LAYER, S.LAYER),
+    (S.GROUP, S.GROUP), (S.PATH, S.PATH), (F.LOGICAL_OP, S.LOGICAL_OP),
+    (S.PG_RANKS, S.PG_RANKS),
+)
+
+
+def collective_units(comm: pd.DataFrame) -> pa.Table:
+    """COLLECTIVE_UNITS of the engine's frame: one row per (rank, logical collective), all the
+    lints read. Units of different ranks never interact before the lints, so the tables of
+    ranks attributed apart concatenate into the table of the ranks attributed together."""
+    units = _units(comm)
+    if units.empty:
+        return S.empty(S.COLLECTIVE_UNITS)
+    table = pa.table({
+        out: pa.array(units[col].astype("object").where(units[col].notna(), None).to_numpy(),
+                      from_pandas=True)
+        for col, out in _UNIT_COLUMNS if col in units})
+    return S.conform(table, S.COLLECTIVE_UNITS)
+
+
+def units_frame(units: pa.Table) -> pd.DataFrame:
+    """COLLECTIVE_UNITS back as the frame the checks read."""
+    from tracekit.rules.tables import to_pandas
+
+    frame = to_pandas(units).rename(
+        columns={out: col for col, out in _UNIT_COLUMNS if out != col})
+    frame[F.UNIT] = True
+    return frame
+
+
+def run_lints(units: pa.Table, rules: RuleSet, topo: Topology | None,
               run: api.Run) -> pa.Table:
-    """FINDINGS from every lint rule (an unknown ``check`` name is a ConfigError)."""
+    """FINDINGS from every lint rule over COLLECTIVE_UNITS (of one rank or of many: they are
+    concatenated across ranks); an unknown ``check`` name is a ConfigError."""
     from tracekit.errors import ConfigError
 
+    comm = units_frame(units)
     rows: list[Finding] = []
     for rule in rules.lints:
         check = CHECKS.get(rule.check)
