@@ -91,10 +91,12 @@ def map_per_rank(
     scheduler: str | None = None,
     progress: bool = False,
     label: str = "parse",
+    weights: Sequence[int] | None = None,
 ) -> list[R]:
     """``[func(x) for x in items]`` on the chosen engine, in input order.
 
     ``func`` must be a picklable top-level function (or a ``functools.partial`` of one).
+    ``weights``: how far each item moves the progress bar (the files of a batch), default 1.
     """
     items = list(items)
     if engine not in ENGINES:
@@ -107,17 +109,19 @@ def map_per_rank(
         from tracekit.engine_dask import map_dask
 
         return map_dask(
-            func, items, jobs=jobs, scheduler=scheduler, progress=progress, label=label
+            func, items, jobs=jobs, scheduler=scheduler, progress=progress, label=label,
+            weights=weights,
         )
     n_jobs = min(jobs or default_jobs(), len(items)) if items else 1
-    with _progress(len(items), label, progress) as advance:
+    steps = list(weights) if weights is not None else [1] * len(items)
+    with _progress(sum(steps), label, progress) as advance:
         if n_jobs <= 1:
             out: list[R] = []
-            for item in items:
+            for item, step in zip(items, steps, strict=True):
                 out.append(func(item))
-                advance()
+                advance(step)
             return out
-        return _map_pool(func, items, n_jobs, advance)
+        return _map_pool(func, items, n_jobs, lambda i: advance(steps[i]))
 
 
 def _ignore_sigint() -> None:
@@ -137,14 +141,14 @@ def _context() -> mp.context.BaseContext:
 
 
 def _map_pool(
-    func: Callable[[T], R], items: list[T], n_jobs: int, advance: Callable[[], None]
+    func: Callable[[T], R], items: list[T], n_jobs: int, advance: Callable[[int], None]
 ) -> list[R]:
     pool = _context().Pool(processes=n_jobs, initializer=_ignore_sigint, maxtasksperchild=None)
     results: list[R] = []
     try:
         for result in pool.imap(_Call(func), items, chunksize=1):
+            advance(len(results))
             results.append(unwrap(result))
-            advance()
     except BaseException:
         pool.terminate()
         pool.join()
@@ -155,10 +159,11 @@ def _map_pool(
 
 
 @contextlib.contextmanager
-def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr when ``enabled`` and stderr is a terminal."""
+def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr when ``enabled`` and stderr is a terminal; the callable
+    it yields advances the bar by its argument."""
     if not enabled or total <= 1 or not sys.stderr.isatty():
-        yield lambda: None
+        yield lambda _n: None
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -173,7 +178,7 @@ def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[], No
         transient=True,
     ) as bar:
         task = bar.add_task(_escape(label), total=total)
-        yield lambda: bar.advance(task)
+        yield lambda n: bar.advance(task, n)
 
 
 def _escape(text: str) -> str:

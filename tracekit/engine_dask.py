@@ -71,6 +71,7 @@ def map_dask(
     label: str = "parse",
     processes: bool = True,
     client: Any = None,
+    weights: Sequence[int] | None = None,
 ) -> list[Any]:
     """``[func(x) for x in items]`` as Dask tasks, in input order.
 
@@ -80,22 +81,25 @@ def map_dask(
     items = list(items)
     if not items:
         return []
+    steps = list(weights) if weights is not None else [1] * len(items)
     if client is not None:
-        return _run(client, func, items, progress, label)
+        return _run(client, func, items, progress, label, steps)
     with client_for(jobs, scheduler, processes=processes) as own:
-        return _run(own, func, items, progress, label)
+        return _run(own, func, items, progress, label, steps)
 
 
 def _run(
-    client: Any, func: Callable[[Any], Any], items: list[Any], progress: bool, label: str
+    client: Any, func: Callable[[Any], Any], items: list[Any], progress: bool, label: str,
+    steps: list[int],
 ) -> list[Any]:
     distributed = _import_distributed()
     call = _Call(func)
     futures = client.map(call, items, pure=False)
+    index = {f.key: i for i, f in enumerate(futures)}
     try:
-        with _progress(len(items), label, progress) as advance:
-            for _ in distributed.as_completed(futures):
-                advance()
+        with _progress(sum(steps), label, progress) as advance:
+            for fut in distributed.as_completed(futures):
+                advance(steps[index[fut.key]])
         results = client.gather(futures)
     except BaseException:
         client.cancel(futures)

@@ -537,7 +537,8 @@ def analyze_partitioned(
                                        max_files=batch_files)]
     done = [d for batch in map_per_rank(process_batch, tasks, engine=load.engine, jobs=load.jobs,
                                         scheduler=load.scheduler, progress=load.progress,
-                                        label="rank batches") for d in batch]
+                                        label="ranks", weights=[len(t.paths) for t in tasks])
+            for d in batch]
     skipped = [(d.source, d.error) for d in done if d.error is not None]
     good = [d for d in done if d.error is None and d.rank is not None]
     if not good:
