@@ -482,27 +482,28 @@ def cross_rank(out: Path, ranks: list[int], options: AnalyzeOptions) -> dict[str
     # one topology for the whole run, from every rank's process groups (as analyze_run does)
     rules = load_rules(options.rules_files)
     topo = resolve_topology(info, options, rules)
-    units = S.conform(read_part(out, "units", ranks), S.COLLECTIVE_UNITS)
-    lint_findings = run_lints(units, rules, topo, info)
     df = read_part(out, "comm", ranks).to_pandas()
     if not len(df):
         df = crossrank.instance_rows(S.empty(S.ATTRIBUTED))
         df[S.EXPOSED_NS] = pd.Series(dtype="int64")
     df = crossrank.fill_members(df, topo)
     matched = crossrank.match(df)
+    del df
     profile = load_profile(options.hardware) if options.hardware is not None else None
     sized = size_and_bound(matched, info, profile)
     exposed = matched[S.EXPOSED_NS].to_numpy(dtype=np.float64)
-    measured = measured_frame(matched, sized, exposed)
-    measured = measured.sort_values([S.RANK, S.TS_NS, S.EVENT_ID], kind="stable")
+    measured = crossrank.table_of(
+        measured_frame(matched, sized, exposed).sort_values([S.RANK, S.TS_NS, S.EVENT_ID],
+                                                            kind="stable"), S.MEASURED)
+    del sized, exposed
     strag = crossrank.stragglers(matched)
-    return {
-        "measured": crossrank.table_of(measured, S.MEASURED),
-        "stragglers": strag,
-        "findings": pa.concat_tables([
-            S.conform(lint_findings, S.FINDINGS),
-            S.conform(crossrank.straggler_findings(strag, matched), S.FINDINGS)]),
-    }
+    strag_findings = S.conform(crossrank.straggler_findings(strag, matched), S.FINDINGS)
+    del matched
+    # the lints last, once the frames above are freed: the peak is one of the two, not both
+    units = S.conform(read_part(out, "units", ranks), S.COLLECTIVE_UNITS)
+    lint_findings = S.conform(run_lints(units, rules, topo, info), S.FINDINGS)
+    return {"measured": measured, "stragglers": strag,
+            "findings": pa.concat_tables([lint_findings, strag_findings])}
 
 
 def analyze_partitioned(
