@@ -73,6 +73,7 @@ def test_double_reduction_is_an_error_per_layer() -> None:
     assert found[0][S.SEVERITY] == "error" and found[0][S.PATH] == PathLabel.COMBINE_B
     assert found[0][S.RANKS] == [0, 1, 2, 3]
     assert "counted twice" in found[0][S.MESSAGE]
+    assert found[1][S.MESSAGE].startswith("layer 1:")  # an integer, not "1.0"
 
 
 def test_clean_path_b_has_no_finding() -> None:

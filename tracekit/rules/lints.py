@@ -36,14 +36,15 @@ def _layer_key(units: pd.DataFrame) -> list[Any]:
 
 def _finding(rule: LintRule, layer: Any, ranks: list[int], group: str | None,
              path: str | None, evidence: str, **fmt: Any) -> Finding:
-    values = {"layer": layer, "group": group, "path": path, **fmt}
+    known = layer is not None and layer == layer  # not None, not NaN
+    values = {"layer": int(layer) if known else layer, "group": group, "path": path, **fmt}
     try:
         message = rule.message.format(**values)
     except (KeyError, IndexError):
         message = rule.message
     return {
         S.RULE_ID: rule.id, S.SEVERITY: rule.severity,
-        S.LAYER: None if layer is None or layer != layer else int(layer),
+        S.LAYER: int(layer) if known else None,
         S.RANKS: sorted({int(r) for r in ranks}), S.GROUP: group, S.PATH: path,
         S.MESSAGE: " ".join(message.split()), S.EVIDENCE: evidence,
     }
