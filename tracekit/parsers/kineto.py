@@ -17,7 +17,8 @@ import pyarrow as pa
 from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.parsers.kineto_comm import parse_int_list
-from tracekit.parsers.kineto_parse import parse_file, release_memory
+from tracekit.parsers.kineto_parse import no_gc, parse_file, release_memory
+from tracekit.parsers.kineto_spread import lean_memory
 from tracekit.parsers.kineto_table import build_events_from
 from tracekit.parsers.names import rank_from_name
 
@@ -102,13 +103,15 @@ def _int_or_none(value: Any) -> int | None:
 def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> RankTables:
     """Parse one Kineto file; ``rank`` forces the rank (else distributedInfo, else the name);
     ``jobs`` > 1 decodes a big file's pieces in that many processes."""
-    trace = parse_file(path, jobs)
-    info = _dist_info(trace.meta)
-    r = _rank(info, path, rank)
-    rows, by_name, by_uid = _groups(info, r)
-    events = build_events_from([trace.detach_raw()], trace.comm, trace.extra, trace.threads,
-                               rank=r, source=str(path), pg_by_name=by_name, pg_by_uid=by_uid)
-    release_memory()
+    with lean_memory(), no_gc():  # no collection passes over the decoded args meanwhile
+        trace = parse_file(path, jobs)
+        info = _dist_info(trace.meta)
+        r = _rank(info, path, rank)
+        rows, by_name, by_uid = _groups(info, r)
+        events = build_events_from([trace.detach_raw()], trace.detach_side(), trace.threads,
+                                   rank=r, source=str(path), pg_by_name=by_name,
+                                   pg_by_uid=by_uid)
+        release_memory()
     groups = pa.Table.from_pylist(rows, schema=_plain(S.PROCESS_GROUPS))
     base = _int_or_none(trace.meta.get("baseTimeNanoseconds"))
     rank_info = pa.Table.from_pylist([{

@@ -1,8 +1,9 @@
-"""The native ``traceEvents`` scanner (kineto_scan_c), compiled on first use and loaded with
-ctypes; ``scan`` returns its columns as numpy arrays, or None when it is unavailable (no C
-compiler, ``TRACEKIT_NATIVE=0``) or declines a piece.
+"""The native code, compiled on first use and loaded with ctypes: the ``traceEvents`` piece
+scanner (kineto_scan_c; ``scan`` returns its columns as numpy arrays, or None when it is
+unavailable (no C compiler, ``TRACEKIT_NATIVE=0``) or declines a piece) and the whole-file
+accumulator (kineto_accum_c; ``accumulator`` returns the library or None).
 
-The shared library is cached under ``$TRACEKIT_NATIVE_DIR`` (default
+Each shared library is cached under ``$TRACEKIT_NATIVE_DIR`` (default
 ``~/.cache/tracekit/native``), named by a hash of its source, and written under a temporary
 name then renamed, so that concurrent processes never load a half-written file.
 """
@@ -65,32 +66,66 @@ def _compile(src: str, target: Path) -> None:
         os.replace(built, target)
 
 
-def _prune(keep: Path) -> None:
-    """Remove the libraries of older scanner sources (best effort; a loaded one stays
+def _prune(keep: Path, stem: str) -> None:
+    """Remove the libraries of older sources of ``stem`` (best effort; a loaded one stays
     mapped in the processes using it)."""
-    for old in keep.parent.glob("kineto_scan_*.so"):
+    for old in keep.parent.glob(f"{stem}_*.so"):
         if old != keep:
             with contextlib.suppress(OSError):
                 old.unlink()
 
 
-@cache
-def _library() -> ctypes.CDLL | None:
-    src = C.source(EVENT_KEYS, ID_KEYS, FLAG_KEYS)
+def _load(stem: str, src: str) -> ctypes.CDLL | None:
+    """The shared library of ``src``, compiled once into the cache (None: cannot build)."""
     where = f"{sys.platform}-{platform.machine()}"
     tag = hashlib.sha256(f"{src}{_FLAGS}{where}".encode()).hexdigest()[:16]
-    target = _cache_dir() / f"kineto_scan_{tag}.so"
+    target = _cache_dir() / f"{stem}_{tag}.so"
     try:
         if not target.exists():
             _compile(src, target)
-            _prune(target)
-        lib = ctypes.CDLL(str(target))
+            _prune(target, stem)
+        return ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError):
+        return None
+
+
+@cache
+def _library() -> ctypes.CDLL | None:
+    lib = _load("kineto_scan", C.source(EVENT_KEYS, ID_KEYS, FLAG_KEYS))
+    if lib is None:
         return None
     fn = lib.tk_scan
     fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                    ctypes.POINTER(ctypes.c_void_p)]
     fn.restype = ctypes.c_int64
+    return lib
+
+
+@cache
+def accumulator() -> ctypes.CDLL | None:
+    """The whole-file accumulator (kineto_accum_c), or None when it cannot be built or
+    ``TRACEKIT_NATIVE=0``."""
+    if not enabled():
+        return None
+    from tracekit.parsers import kineto_accum_c as A
+
+    lib = _load("kineto_accum", A.source(EVENT_KEYS, ID_KEYS, FLAG_KEYS))
+    if lib is None:
+        return None
+    lib.tk_acc_new.argtypes = []
+    lib.tk_acc_new.restype = ctypes.c_void_p
+    lib.tk_acc_free.argtypes = [ctypes.c_void_p]
+    lib.tk_acc_free.restype = None
+    lib.tk_boundary.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.tk_boundary.restype = ctypes.c_int64
+    lib.tk_acc_feed.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+    lib.tk_acc_feed.restype = ctypes.c_int64
+    lib.tk_acc_done.argtypes = [ctypes.c_void_p]
+    lib.tk_acc_done.restype = None
+    for fn in (lib.tk_acc_info, lib.tk_acc_arrays):
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = None
     return lib
 
 

@@ -111,6 +111,16 @@ class Nest:
         out[self.rows[parents[hit]]] = rec[inner[hit]]
         return out
 
+    def bare_param_comms_take_title_codes(self, op: np.ndarray, rec_idx: np.ndarray) -> None:
+        """``bare_param_comms_take_title_op`` on OP codes (-1: null), in place."""
+        parents = np.flatnonzero(self.comm_op & (rec_idx[self.rows] < 0))
+        inner = self._enclosed(parents, np.flatnonzero(self.title))
+        hit = inner >= 0
+        if not hit.any():
+            return
+        at, src = self.rows[parents[hit]], self.rows[inner[hit]]
+        op[at] = np.where(op[at] < 0, op[src], op[at])
+
     def bare_param_comms_take_title_op(self, op: pa.Array, rec_idx: np.ndarray) -> pa.Array:
         """record_param_comms without args (2022-23 traces) take the op of the ``nccl:*``
         title they enclose (the ``wait`` ones enclose none and stay without op)."""

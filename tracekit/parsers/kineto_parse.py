@@ -1,9 +1,11 @@
-"""Parse one Kineto file into raw columns: a streaming fast path over 8 MB pieces, and a safe
-whole-document path used when the fast path cannot resolve the file's structure (and to word
-the error of a broken file precisely).
+"""Parse one Kineto file into raw columns.
 
-Each piece goes first to the native scanner (kineto_fast: C, no Python object per event); a
-piece it declines is decoded by msgspec (kineto_piece), which gives the same columns.
+First the native accumulator (kineto_whole: the whole file in one pass, columns built in C).
+When it gives the file up (unusual text, bad input, no C compiler, ``TRACEKIT_NATIVE=0``), the
+piece path: a streaming pass over 8 MB pieces, each through the native piece scanner
+(kineto_fast) or msgspec (kineto_piece), and a safe whole-document path used when the
+streaming pass cannot resolve the file's structure (and to word the error of a broken file
+precisely). All of them give the same columns.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tracekit.parsers.kineto_piece import BadEvent, Piece, decode_piece
 from tracekit.parsers.kineto_pool import PieceDecoder, usable_jobs
 from tracekit.parsers.kineto_spread import release_memory
 from tracekit.parsers.kineto_table import concat_pieces
+from tracekit.parsers.kineto_whole import read_whole
 
 
 @dataclass
@@ -44,6 +47,12 @@ class RawTrace:
     n_events: int
     meta: dict[str, Any]
 
+    def detach_side(self) -> list[Any]:
+        """[comm, extra], handed over like ``detach_raw``."""
+        side = [self.comm, self.extra]
+        self.comm, self.extra = None, []
+        return side
+
     def detach_raw(self) -> pa.Table:
         """The timed-event table, handed over: this object lets go of it, so that columns the
         caller does not keep can be freed early."""
@@ -52,7 +61,9 @@ class RawTrace:
 
 
 @contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused (the parse builds no cycles; a collection would
+    walk every object it decoded)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -69,11 +80,13 @@ def parse_file(path: Path, jobs: int = 1) -> RawTrace:
     8.0-8.8 s with 2 workers), and the pieces are decoded in this process."""
     if native_available():
         jobs = 1
-    with _no_gc():
-        try:
-            raw = _fast(path, usable_jobs(jobs))
-        except R.SplitError:
-            raw = _safe(path)
+    with no_gc():
+        raw = read_whole(path, _meta)
+        if raw is None:
+            try:
+                raw = _fast(path, usable_jobs(jobs))
+            except R.SplitError:
+                raw = _safe(path)
     release_scratch()
     _validate(raw, path)
     release_memory()

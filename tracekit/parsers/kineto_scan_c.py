@@ -7,7 +7,7 @@ record_shapes key (``FLAG_KEYS``) gets the byte span of its args object; Python 
 few with msgspec.
 
 It is deliberately strict: anything outside the plain shape of a Kineto trace (escapes in the
-strings it copies, ``\\u`` escapes or non-ASCII bytes anywhere, duplicate keys, numbers that
+strings it copies, ``\\u`` escapes or malformed UTF-8 anywhere, duplicate keys, numbers that
 need care, wrong types, deep nesting, invalid JSON) makes it decline the piece (return -1),
 and the caller decodes that piece with the msgspec path, which then decides (and words any
 error) exactly as before.
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tracekit.parsers import kineto_json_c as J
+
 # outputs, in the order of the pointer table the caller passes
 INT_COLUMNS = ("pid", "tid", "ts", "dur", "external_id", "correlation", "py_id", "py_parent_id")
 FLOAT_COLUMNS = ("ts", "dur")
@@ -24,16 +26,9 @@ STRING_COLUMNS = ("ph", "name", "cat")
 # state codes per event and int column
 NULL, INT, FLOAT, STRING = 0, 1, 2, 3
 
-_TEMPLATE = r"""
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-typedef const uint8_t *P;
+_SCANNER = r"""
 #define NI 8
 #define NS 3
-#define MAX_DEPTH 64
-#define BIG_TIME 9007199254740992LL /* 2**53 */
 
 typedef struct {
     int64_t cap;
@@ -49,184 +44,6 @@ typedef struct {
     int64_t sstride; /* bytes per string column in sdata (at least len) */
     int32_t cursor[NS];
 } Ctx;
-
-static P ws(P p, P e) {
-    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
-    return p;
-}
-
-static int is_hex(uint8_t c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-/* p at the opening quote; returns the byte after the closing quote, or NULL.
-   *plain: no escapes. Declines control characters, non-ASCII bytes and \u escapes. */
-static uint8_t SPECIAL[256]; /* '"', '\\', control characters and non-ASCII bytes */
-static int special_ready = 0;
-
-static void init_special(void) {
-    for (int c = 0; c < 256; c++) SPECIAL[c] = (c < 0x20 || c >= 0x80 || c == '"' || c == '\\');
-    special_ready = 1;
-}
-
-static P str_end(P p, P e, int *plain) {
-    p++;
-    *plain = 1;
-    while (p < e) {
-        uint8_t c;
-        while (p + 4 <= e && !SPECIAL[p[0]] && !SPECIAL[p[1]] && !SPECIAL[p[2]] &&
-               !SPECIAL[p[3]]) p += 4;
-        while (p < e && !SPECIAL[*p]) p++;
-        if (p >= e) return NULL;
-        c = *p;
-        if (c == '"') return p + 1;
-        if (c < 0x20 || c >= 0x80) return NULL;
-        if (c == '\\') {
-            uint8_t d;
-            *plain = 0;
-            if (p + 1 >= e) return NULL;
-            d = p[1];
-            if (d == '"' || d == '\\' || d == '/' || d == 'b' || d == 'f' || d == 'n' ||
-                d == 'r' || d == 't') p += 2;
-            else return NULL;
-        } else {
-            p++;
-        }
-    }
-    return NULL;
-}
-
-static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-/* The double nearest to the JSON float text [s, e): when its digits, read as one integer m,
-   stay within 2**53 and there is no exponent, m / 10**k is one correctly rounded division of
-   two exact doubles (the result strtod gives); otherwise strtod. NaN when the text is too
-   long for it. */
-static double to_double(P s, P e, int neg) {
-    uint64_t m = 0;
-    int digits = 0, frac = 0, dot = 0;
-    P q = s + neg;
-    for (; q < e; q++) {
-        if (*q == '.') { dot = 1; continue; }
-        if (*q < '0' || *q > '9') break;
-        m = m * 10 + (uint64_t)(*q - '0');
-        digits++;
-        frac += dot;
-        if (digits > 18) break;
-    }
-    if (q == e && m <= (1ULL << 53) && frac <= 22) {
-        double v = (double)m / POW10[frac];
-        return neg ? -v : v;
-    } else {
-        char tmp[64];
-        size_t n = (size_t)(e - s);
-        if (n >= sizeof tmp) return 0.0 / 0.0;
-        memcpy(tmp, s, n);
-        tmp[n] = 0;
-        return strtod(tmp, NULL);
-    }
-}
-
-/* A JSON number: *is_int (1: an int of at most 18 digits, in *iv; 2: a longer int, no
-   value; 0: a float, in *dv). */
-static P number(P p, P e, int *is_int, int64_t *iv, double *dv) {
-    P s = p, digits, int_end;
-    int neg = 0, isint = 1;
-    if (p < e && *p == '-') { neg = 1; p++; }
-    if (p >= e) return NULL;
-    digits = p;
-    if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') { while (p < e && *p >= '0' && *p <= '9') p++; }
-    else return NULL;
-    int_end = p;
-    if (p < e && *p == '.') {
-        P d;
-        isint = 0;
-        p++;
-        d = p;
-        while (p < e && *p >= '0' && *p <= '9') p++;
-        if (p == d) return NULL;
-    }
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        P d;
-        isint = 0;
-        p++;
-        if (p < e && (*p == '+' || *p == '-')) p++;
-        d = p;
-        while (p < e && *p >= '0' && *p <= '9') p++;
-        if (p == d) return NULL;
-    }
-    *is_int = isint;
-    if (isint && int_end - digits > 18) {
-        *is_int = 2; /* valid, but too long for int64 here: only skipped */
-    } else if (isint) {
-        int64_t v = 0;
-        for (P q = digits; q < int_end; q++) v = v * 10 + (*q - '0');
-        *iv = neg ? -v : v;
-    } else if (dv != NULL) {
-        *dv = to_double(s, p, neg);
-        if (*dv != *dv) return NULL;
-    }
-    return p;
-}
-
-static P literal(P p, P e, const char *word) {
-    size_t n = strlen(word);
-    if ((size_t)(e - p) < n || memcmp(p, word, n) != 0) return NULL;
-    return p + n;
-}
-
-static P skip_value(P p, P e, int depth);
-
-static P skip_container(P p, P e, int depth, int object) {
-    uint8_t close = object ? '}' : ']';
-    if (depth > MAX_DEPTH) return NULL;
-    p = ws(p + 1, e);
-    if (p < e && *p == close) return p + 1;
-    for (;;) {
-        if (object) {
-            int plain;
-            if (p >= e || *p != '"') return NULL;
-            p = str_end(p, e, &plain);
-            if (!p) return NULL;
-            p = ws(p, e);
-            if (p >= e || *p != ':') return NULL;
-            p = ws(p + 1, e);
-        }
-        p = skip_value(p, e, depth + 1);
-        if (!p) return NULL;
-        p = ws(p, e);
-        if (p >= e) return NULL;
-        if (*p == ',') { p = ws(p + 1, e); continue; }
-        if (*p == close) return p + 1;
-        return NULL;
-    }
-}
-
-static P skip_value(P p, P e, int depth) {
-    int plain, is_int;
-    int64_t iv;
-    if (p >= e) return NULL;
-    switch (*p) {
-    case '"': return str_end(p, e, &plain);
-    case '{': return skip_container(p, e, depth, 1);
-    case '[': return skip_container(p, e, depth, 0);
-    case 't': return literal(p, e, "true");
-    case 'f': return literal(p, e, "false");
-    case 'n': return literal(p, e, "null");
-    default: return number(p, e, &is_int, &iv, NULL);
-    }
-}
-
-/* generated: key -> index tables */
-@KEYS@
-
-static int key_index(P k, size_t n, const char *const *keys, const size_t *lens, int count) {
-    for (int j = 0; j < count; j++)
-        if (lens[j] == n && keys[j][0] == k[0] && memcmp(keys[j], k, n) == 0) return j;
-    return -1;
-}
 
 /* an int or null for column c of event i; floats, strings and booleans decline */
 static P int_value(P p, P e, Ctx *x, int c, int64_t i, int allow_string) {
@@ -284,13 +101,13 @@ static P args_object(P p, P e, Ctx *x, int64_t i) {
         if (p >= e || *p != ':') return NULL;
         p = ws(p + 1, e);
         if (p >= e) return NULL;
-        which = key_index(ks, (size_t)(ke - 1 - ks), ID_KEYS, ID_LENS, 4);
+        which = match_ID(ks, (size_t)(ke - 1 - ks));
         if (which >= 0) {
             if (seen & (1u << which)) return NULL;
             seen |= 1u << which;
             p = int_value(p, e, x, 4 + which, i, 0);
         } else {
-            if (key_index(ks, (size_t)(ke - 1 - ks), FLAG_KEYS, FLAG_LENS, N_FLAG) >= 0)
+            if (match_FLAG(ks, (size_t)(ke - 1 - ks)) >= 0)
                 flag = 1;
             p = skip_value(p, e, 2);
         }
@@ -340,7 +157,7 @@ static P event(P p, P e, Ctx *x, int64_t i) {
         if (p >= e || *p != ':') return NULL;
         p = ws(p + 1, e);
         if (p >= e) return NULL;
-        which = key_index(ks, (size_t)(ke - 1 - ks), EVENT_KEYS, EVENT_LENS, 8);
+        which = match_EVENT(ks, (size_t)(ke - 1 - ks));
         if (which >= 0) {
             if (seen & (1u << which)) return NULL;
             seen |= 1u << which;
@@ -406,17 +223,7 @@ end:
 """
 
 
-def _c_table(name: str, keys: Sequence[str]) -> str:
-    quoted = ", ".join('"' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in keys)
-    lens = ", ".join(str(len(k.encode())) for k in keys)
-    return (f"static const char *const {name}_KEYS[] = {{{quoted}}};\n"
-            f"static const size_t {name}_LENS[] = {{{lens}}};\n")
-
-
 def source(event_keys: Sequence[str], id_keys: Sequence[str], flag_keys: Sequence[str]) -> str:
-    """The C source with its key tables: the 8 event keys (ph, name, cat, pid, tid, ts, dur,
-    args), the 4 id arg keys, and the arg keys that send an event's args to msgspec."""
-    assert len(event_keys) == 8 and len(id_keys) == 4
-    keys = (_c_table("EVENT", event_keys) + _c_table("ID", id_keys) + _c_table("FLAG", flag_keys)
-            + f"#define N_FLAG {len(flag_keys)}\n")
-    return _TEMPLATE.replace("@KEYS@", keys)
+    """The scanner's C source: the shared helpers (kineto_json_c) with their key matchers
+    (see ``kineto_json_c.common``), then the scanner."""
+    return J.common(event_keys, id_keys, flag_keys) + _SCANNER

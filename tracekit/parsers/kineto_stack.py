@@ -17,9 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.parsers.kineto_codes import masked
 from tracekit.parsers.kineto_nest import codes, dict_mask, one_chunk, unique_pairs
 from tracekit.schema import Kind
 
+_BITS = 10  # bits per label id in a packed label path (DEPTH * _BITS < 63)
 DEPTH = 6  # user frames kept: SGLang helpers sit 3-4 frames above the c10d call, plus callers
 _DICT = pa.dictionary(pa.int32(), pa.string())
 # frames that belong to the framework rather than the user's code
@@ -48,8 +50,11 @@ def frame_label(name: str) -> str | None:
 
 
 def _np(col: pa.ChunkedArray | pa.Array, rows: np.ndarray, fill: int = -1) -> np.ndarray:
-    """int64 numpy values of ``col`` at ``rows`` (nulls as ``fill``)."""
-    taken = col.take(pa.array(rows, pa.int64()))
+    """int64 numpy values of ``col`` at ``rows`` (nulls as ``fill``); a writable copy."""
+    arr = one_chunk(col)
+    if arr.null_count == 0 and arr.type == pa.int64():
+        return np.asarray(arr.to_numpy(zero_copy_only=True))[rows]  # indexed: a copy
+    taken = arr.take(pa.array(rows, pa.int64()))
     return np.array(pc.fill_null(taken, fill).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
@@ -94,37 +99,46 @@ def call_sites(table: pa.Table) -> pa.Array:
     rows, qp, qt, qts = _queries(table)
     if not rows.size:
         return pa.nulls(n, _DICT)
+    # frame columns, sorted by (pid, tid, start, longest first); each array is replaced by
+    # its sorted copy one at a time, so that few frame-sized arrays are alive at once
     pid, tid = _np(table.column(S.PID), frames), _np(table.column(S.TID), frames)
     start = _np(table.column(S.TS_NS), frames)
-    end = start + _np(table.column(S.DUR_NS), frames, 0)
-    py_id = _np(table.column(S.PY_ID), frames)
-    parent_id = _np(table.column(S.PY_PARENT_ID), frames)
-    order = np.lexsort((-(end - start), start, tid, pid))
-    pid, tid, start, end = pid[order], tid[order], start[order], end[order]
-    py_id, parent_id, frames = py_id[order], parent_id[order], frames[order]
-    # parent position of each sorted frame (same pid), -1 when unknown
+    dur = _np(table.column(S.DUR_NS), frames, 0)
+    order = np.lexsort((-dur, start, tid, pid))
+    end = start + dur
+    del dur
+    pid = pid[order]
+    tid = tid[order]
+    start = start[order]
+    end = end[order]
+    frames = frames[order]
+    parent = _parents(pid, _np(table.column(S.PY_ID), frames),
+                      _np(table.column(S.PY_PARENT_ID), frames))
+    del order
+    label_id, label_text = _labels(one_chunk(table.column(S.NAME)), frames)
+    frame = _enclosing(pid, tid, start, end, parent, qp, qt, qts)
+    del pid, tid, start, end, qp, qt, qts
+    # format each distinct innermost frame once, then spread to the queries
+    uniq, inverse = np.unique(frame, return_inverse=True)
+    codes, texts = _texts(uniq, parent, label_id, label_text)
+    text_code = np.append(codes, -1).astype(np.int32)
+    row_code = np.full(n, -1, dtype=np.int32)
+    row_code[rows] = inverse
+    row_code = text_code[row_code]  # rows without a query read the appended -1
+    return pa.DictionaryArray.from_arrays(masked(row_code, row_code >= 0, pa.int32()),
+                                          pa.array(texts, pa.string()))
+
+
+def _parents(pid: np.ndarray, py_id: np.ndarray, parent_id: np.ndarray) -> np.ndarray:
+    """Position of each frame's parent (same pid, ``Python id`` == its parent id), -1 when
+    unknown."""
     id_order = np.lexsort((py_id, pid))
     ids_sorted, pids_sorted = py_id[id_order], pid[id_order]
+    del py_id
     pos = _pid_search(pids_sorted, ids_sorted, pid, parent_id)
     pos = np.clip(pos, 0, ids_sorted.size - 1)
     found = (ids_sorted[pos] == parent_id) & (pids_sorted[pos] == pid) & (parent_id >= 0)
-    parent = np.where(found, id_order[pos], -1)
-    label_id, label_text = _labels(one_chunk(table.column(S.NAME)), frames)
-    frame = _enclosing(pid, tid, start, end, parent, qp, qt, qts)
-    # format each distinct innermost frame once, then spread to the queries
-    uniq, inverse = np.unique(frame, return_inverse=True)
-    texts = _texts(uniq, parent, label_id, label_text)
-    # distinct frames can print the same text: keep the dictionary unique
-    distinct: dict[str, int] = {}
-    text_code = np.array([distinct.setdefault(t, len(distinct)) if t is not None else -1
-                          for t in texts] + [-1], dtype=np.int32)
-    row_code = np.full(n, -1, dtype=np.int32)
-    row_code[rows] = inverse
-    row_code = text_code[row_code]
-    valid = row_code >= 0
-    return pa.DictionaryArray.from_arrays(
-        pa.array(row_code, mask=~valid, type=pa.int32()),
-        pa.array(list(distinct), pa.string()))
+    return np.where(found, id_order[pos], -1)
 
 
 def _enclosing(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -179,9 +193,11 @@ def _labels(names: pa.DictionaryArray, frames: np.ndarray) -> tuple[np.ndarray, 
 
 
 def _texts(frames: np.ndarray, parent: np.ndarray, label_id: np.ndarray,
-           label_text: list[str]) -> list[str | None]:
-    """``label <- label ...`` of each frame (None for -1, or when no user frame encloses it):
-    the first DEPTH user-frame labels from the frame outwards through its parents.
+           label_text: list[str]) -> tuple[np.ndarray, list[str]]:
+    """``label <- label ...`` of each frame: the first DEPTH user-frame labels from the
+    frame outwards through its parents. Returns the code of each frame's text (-1: none, for
+    frame -1 or when no user frame encloses it) and the distinct texts, in order of first
+    appearance among ``frames``.
 
     All frames walk up together, one level per round (a parent cycle stops after as many
     rounds as there are frames)."""
@@ -200,11 +216,19 @@ def _texts(frames: np.ndarray, parent: np.ndarray, label_id: np.ndarray,
         at[active] = parent[here]
         active = active[(at[active] >= 0) & (count[active] < DEPTH)]
         rounds += 1
-    memo: dict[tuple[int, ...], str | None] = {}
-    out: list[str | None] = []
-    for row, c in zip(parts.tolist(), count.tolist(), strict=True):
-        key = tuple(row[:c])
-        if key not in memo:
-            memo[key] = " <- ".join(label_text[k] for k in key) if key else None
-        out.append(memo[key])
-    return out
+    # one text per distinct label path, numbered in order of first appearance
+    if len(label_text) < (1 << _BITS) - 1:
+        keys = np.zeros(n, dtype=np.int64)
+        for j in range(DEPTH):
+            keys |= (parts[:, j] + 1) << (_BITS * j)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    else:  # pragma: no cover - more distinct user frames than a packed key holds
+        _, first, inverse = np.unique(parts, axis=0, return_index=True, return_inverse=True)
+    codes = np.full(first.size, -1, dtype=np.int32)
+    texts: list[str] = []
+    for k in np.argsort(first, kind="stable").tolist():
+        row = int(first[k])
+        if count[row]:
+            codes[k] = len(texts)
+            texts.append(" <- ".join(label_text[i] for i in parts[row, : count[row]].tolist()))
+    return codes[inverse.ravel()], texts

@@ -16,26 +16,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.parsers.kineto_codes import dict_codes, encode_codes, masked
+from tracekit.parsers.kineto_columns import (
+    GPU_CATS,
+    kinds,
+    no_nulls,
+    on_gpu,
+    shared_on_gpu,
+    thread_column,
+)
 from tracekit.parsers.kineto_comm import CommRecord, op_from_name
 from tracekit.parsers.kineto_decode import RAW_IDX
 from tracekit.parsers.kineto_nest import Nest, dict_mask, one_chunk
 from tracekit.parsers.kineto_params import param_comms_side
 from tracekit.parsers.kineto_piece import Piece
 from tracekit.parsers.kineto_shapes import from_inputs
-from tracekit.parsers.kineto_spread import release_memory, spread, spread_fast, zeros
+from tracekit.parsers.kineto_spread import release_memory, spread_fast, zeros
 from tracekit.parsers.kineto_stack import call_sites
 from tracekit.schema import Kind, MetaSource
 
-PARAM_COMMS = "record_param_comms"
 GENERIC_THREAD = "(python)"
-_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
-_KIND_OF_CAT = {
-    "kernel": Kind.KERNEL, "cpu_op": Kind.CPU_OP, "python_function": Kind.PYTHON,
-    "user_annotation": Kind.ANNOTATION, "gpu_user_annotation": Kind.GPU_ANNOTATION,
-    "gpu_memcpy": Kind.MEMCPY, "gpu_memset": Kind.MEMSET, "cuda_runtime": Kind.RUNTIME,
-    "cuda_driver": Kind.RUNTIME, "Kernel": Kind.KERNEL, "Runtime": Kind.RUNTIME,
-    "Memcpy": Kind.MEMCPY, "Memset": Kind.MEMSET,
-}
 
 
 def concat_pieces(
@@ -50,26 +50,6 @@ def concat_pieces(
     extra = [x for p in pieces for x in p.extra]
     threads = [t for p in pieces for t in p.threads]
     return raw, comm, extra, threads, sum(p.n_events for p in pieces)
-
-
-def _map_dict(col: pa.ChunkedArray | pa.Array, fn: Any) -> pa.Array:
-    """Apply ``fn`` to each distinct value of a dictionary column; return a plain array."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if not pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_encode()
-    values = pa.array([fn(v) for v in arr.dictionary.to_pylist()], type=pa.string())
-    return values.take(arr.indices)
-
-
-def dict_isin(col: pa.Array, values: Sequence[str]) -> pa.Array:
-    """Boolean (never null) mask of the rows of a dictionary column whose value is one of
-    ``values``, computed on the dictionary."""
-    hit = pc.is_in(col.dictionary, pa.array(values, pa.string()))
-    return pc.fill_null(hit.take(col.indices), False)
-
-
-def _kind(cat: str | None) -> str:
-    return _KIND_OF_CAT.get(cat or "", Kind.OTHER)
 
 
 def thread_names(threads: Sequence[tuple[Any, Any, str]]) -> dict[tuple, str]:
@@ -97,7 +77,7 @@ def build_events(
     pg_by_uid: Mapping[str, str],
 ) -> pa.Table:
     """EVENTS of one rank from its timed events ``t`` and the pieces' side data."""
-    return build_events_from([t], comm, extra, threads, rank=rank, source=source,
+    return build_events_from([t], [comm, extra], threads, rank=rank, source=source,
                              pg_by_name=pg_by_name, pg_by_uid=pg_by_uid)
 
 
@@ -114,8 +94,7 @@ def _single_chunks(holder: list[pa.Table]) -> pa.Table:
 
 def build_events_from(
     raw: list[pa.Table],
-    comm: pa.Table | None,
-    extra: Sequence[tuple[int, str, dict[str, Any]]],
+    side_data: list[Any],
     threads: Sequence[tuple[Any, Any, str]],
     *,
     rank: int,
@@ -123,17 +102,19 @@ def build_events_from(
     pg_by_name: Mapping[str, Mapping[str, Any]],
     pg_by_uid: Mapping[str, str],
 ) -> pa.Table:
-    """``build_events`` of the one table in ``raw``, which it takes out of the list: then
-    nothing else holds the raw columns, and those EVENTS does not keep are freed early."""
+    """``build_events`` of the one table in ``raw`` and of ``side_data`` ([comm, extra]),
+    which it takes out of their lists: then nothing else holds them, and what EVENTS does not
+    keep is freed early."""
     t = _single_chunks(raw)
+    comm, extra = side_data
+    side_data.clear()
     release_memory()  # the pieces' buffers: the allocator would keep their pages
     n = t.num_rows
     event_id = t.column(S.EVENT_ID).chunk(0)
     cat = t.column(S.CATEGORY).chunk(0)
     name = t.column(S.NAME).chunk(0)
-    kind = pc.fill_null(_map_dict(cat, _kind), Kind.OTHER)
-    kind = pc.if_else(dict_isin(name, (PARAM_COMMS,)), Kind.COMM_OP, kind).dictionary_encode()
-    gpu = dict_isin(cat, _GPU_CATS)
+    kind = kinds(cat, name)
+    gpu = dict_mask(cat, GPU_CATS)
     pid, tid = t.column(S.PID).chunk(0), t.column(S.TID).chunk(0)
     cols: dict[str, Any] = {
         S.RANK: pa.array(np.full(n, rank, dtype=np.int32) if rank else zeros(n, pa.int32())),
@@ -141,11 +122,11 @@ def build_events_from(
         S.EVENT_ID: event_id,
         S.PID: pid,
         S.TID: tid,
-        S.DEVICE: pc.if_else(gpu, pid, None).cast(pa.int32()),
-        S.STREAM: pc.if_else(gpu, tid, None),
-        S.THREAD: _threads(pid, tid, thread_names(threads)),
+        S.DEVICE: on_gpu(pid, gpu, np.int32, pa.int32()),
+        S.STREAM: shared_on_gpu(tid, gpu),
+        S.THREAD: thread_column(pid, tid, thread_names(threads)),
         S.TS_NS: t.column(S.TS_NS),
-        S.DUR_NS: pc.fill_null(t.column(S.DUR_NS), 0),
+        S.DUR_NS: no_nulls(t.column(S.DUR_NS).chunk(0)),
         S.NAME: name,
         S.CATEGORY: cat,
         S.KIND: kind,
@@ -154,8 +135,10 @@ def build_events_from(
         S.PY_ID: t.column(S.PY_ID),
         S.PY_PARENT_ID: t.column(S.PY_PARENT_ID),
     }
-    comm_cols = _CommSpread(t, event_id, _side_table(comm, extra, pg_by_name, pg_by_uid),
-                            kind)
+    side = _side_table(comm, extra, pg_by_name, pg_by_uid)
+    del comm, extra
+    comm_cols = _CommSpread(t, event_id, side, kind)
+    del side
     cols.update(comm_cols.op_columns(name))
     del t  # the raw columns not reused above can go before the call sites
     release_memory()
@@ -167,30 +150,6 @@ def build_events_from(
     del comm_cols
     cols[S.CALL_SITE] = call_site
     return S.conform(pa.table(cols), S.EVENTS)
-
-
-def _threads(pid: pa.Array, tid: pa.Array, threads: Mapping[tuple, str]) -> pa.Array:
-    """THREAD of every row: the name of its (pid, tid), matched through one int64 key
-    (pid + 1) << 32 | (tid + 1) when both fit in 31 bits, else one comparison per thread."""
-    n = len(pid)
-    keys = [k for k in threads if isinstance(k[0], int) and isinstance(k[1], int)]
-    if not keys or not n:
-        return pa.nulls(n, pa.string())
-    labels = pa.array([threads[k] for k in keys], pa.string())
-    bounds = [pc.min_max(pid), pc.min_max(tid)]
-    lo = min(b["min"].as_py() or 0 for b in bounds)
-    hi = max(b["max"].as_py() or 0 for b in bounds)
-    if lo >= -1 and hi < 1 << 31 and all(0 <= k[0] < 1 << 31 and 0 <= k[1] < 1 << 31
-                                         for k in keys):
-        row_key = pc.bit_wise_or(pc.shift_left(pc.add(pid, 1), 32), pc.add(tid, 1))
-        key = pa.array([((p + 1) << 32) | (t + 1) for p, t in keys], pa.int64())
-        return labels.take(pc.index_in(row_key, value_set=key))
-    p = np.asarray(pc.fill_null(pid, -1), dtype=np.int64)
-    t = np.asarray(pc.fill_null(tid, -1), dtype=np.int64)
-    idx = np.full(n, -1, dtype=np.int64)
-    for k, (kp, kt) in enumerate(keys):
-        idx[(p == kp) & (t == kt)] = k
-    return labels.take(pa.array(idx, mask=idx < 0, type=pa.int64()))
 
 
 def _side_table(
@@ -238,7 +197,7 @@ def _side_table(
 def _link(t: pa.Table, kind: pa.Array, rec_idx: np.ndarray) -> np.ndarray:
     """Device events without comm args take the record of the record_param_comms op that
     launched them: by External id, else by correlation through the runtime launch."""
-    linked = np.full(len(rec_idx), -1, dtype=np.int64)
+    linked = np.full(len(rec_idx), -1, dtype=np.int32)
     rpc = np.flatnonzero(dict_mask(kind, (Kind.COMM_OP,)) & (rec_idx >= 0))
     dev_rows = np.flatnonzero(dict_mask(kind, (Kind.KERNEL, Kind.GPU_ANNOTATION))
                               & (rec_idx < 0))
@@ -278,46 +237,67 @@ def _ints(col: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
 
 class _CommSpread:
     """Which side-table row gives each event its communication columns (own args, linked
-    from the launching record_param_comms, or taken by a c10d wrapper), and the spread."""
+    from the launching record_param_comms, or taken by a c10d wrapper), and the spread.
+
+    Row positions are int32 numpy arrays (-1: none) and the string columns are built in
+    code space (kineto_codes): no n-row string or int64 intermediates."""
 
     def __init__(self, t: pa.Table, event_id: pa.Array, side: pa.Table | None,
                  kind: pa.Array) -> None:
         if side is None:
             side = _record_table([], [])
-        ids = event_id.to_numpy()
-        side_idx = side.column(RAW_IDX).to_numpy()
-        pos = np.clip(np.searchsorted(side_idx, ids), 0, max(len(side_idx) - 1, 0))
-        rec_idx = (np.where(side_idx[pos] == ids, pos, -1) if len(side_idx)
-                   else np.full(len(ids), -1, dtype=np.int64))
-        del pos, ids
+        rec_idx = _positions(event_id.to_numpy(), side.column(RAW_IDX).to_numpy())
         linked = _link(t, kind, rec_idx)
         self.nest = Nest(t, kind)
         linked = self.nest.wrappers_take_inner_record(rec_idx, linked, side)
-        use = np.where(linked >= 0, linked, rec_idx).astype(np.int32)
-        self.is_linked = pa.array(linked >= 0, pa.bool_())
+        self.is_linked = linked >= 0
+        use = np.where(self.is_linked, linked, rec_idx)
         del linked
         # side rows fit in int32; the -1 slots are masked (null) anyway
-        self.take = pa.array(np.maximum(use, 0), mask=use < 0, type=pa.int32())
+        self.take = masked(np.maximum(use, 0), use >= 0, pa.int32())
         self.use = use
         self.rec_idx, self.side = rec_idx, side
+
+    def _side_codes(self, key: str) -> tuple[np.ndarray, list[str | None]]:
+        """Row codes (-1: none) into the distinct values of a string side column."""
+        arr = self.side.column(key).combine_chunks().dictionary_encode()
+        codes = np.append(dict_codes(arr), -1).astype(np.int32)
+        return codes[self.use], arr.dictionary.to_pylist()
 
     def op_columns(self, name: pa.Array) -> dict[str, pa.Array]:
         """OP (args, else the title a bare record_param_comms encloses, else the name) and
         META_SOURCE."""
-        op = pc.coalesce(spread(self.side.column(S.OP), self.take, keep_strings=True),
-                         _map_dict(name, op_from_name))
-        op = self.nest.bare_param_comms_take_title_op(op, self.rec_idx)
-        source = spread(self.side.column(S.META_SOURCE), self.take, keep_strings=True)
-        source = pc.if_else(self.is_linked, MetaSource.LINKED, source)
-        source = pc.if_else(pc.and_(pc.is_null(source), pc.is_valid(op)), MetaSource.NAME,
-                            source)
+        op, op_values = self._side_codes(S.OP)
+        by_name = [op_from_name(v) if v is not None else None
+                   for v in name.dictionary.to_pylist()]
+        name_op = np.array([-1 if v is None else i for i, v in enumerate(by_name)] + [-1],
+                           dtype=np.int32)[dict_codes(name)]
+        op = np.where(op >= 0, op, np.where(name_op >= 0, name_op + len(op_values), -1))
+        del name_op
+        op_values = [*op_values, *by_name]
+        self.nest.bare_param_comms_take_title_codes(op, self.rec_idx)
+        source, source_values = self._side_codes(S.META_SOURCE)
+        source[self.is_linked] = len(source_values)
+        source[(source < 0) & (op >= 0)] = len(source_values) + 1
+        source_values = [*source_values, MetaSource.LINKED, MetaSource.NAME]
         self.nest = self.rec_idx = self.is_linked = None  # type: ignore[assignment]
-        # encoded now (as EVENTS wants them): the n-row strings go before the spread
-        return {S.OP: op.dictionary_encode(), S.META_SOURCE: source.dictionary_encode()}
+        return {S.OP: encode_codes(op, op_values),
+                S.META_SOURCE: encode_codes(source, source_values)}
 
     def other_columns(self) -> dict[str, pa.Array]:
         return {f: spread_fast(self.side.column(f), self.take, self.use)
                 for f in self.side.column_names if f not in (RAW_IDX, S.OP, S.META_SOURCE)}
+
+
+def _positions(ids: np.ndarray, side_idx: np.ndarray) -> np.ndarray:
+    """int32 position in ``side_idx`` (sorted) of each of ``ids`` (sorted), -1 if absent."""
+    out = np.full(len(ids), -1, dtype=np.int32)
+    if not len(side_idx) or not len(ids):
+        return out
+    rows = np.clip(np.searchsorted(ids, side_idx), 0, len(ids) - 1)
+    hit = np.flatnonzero(ids[rows] == side_idx)[::-1]  # reversed: the first position wins
+    out[rows[hit]] = hit.astype(np.int32)
+    return out
 
 
 def _record_table(recs: Sequence[CommRecord], idxs: Sequence[int]) -> pa.Table:

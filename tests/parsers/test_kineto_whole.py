@@ -1,0 +1,180 @@
+"""The whole-file accumulator (kineto_whole) gives the tables of the piece path, or gives the
+file up to it: never a different result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracekit import schema as S
+from tracekit.errors import BadInputError
+from tracekit.parsers import kineto_native, kineto_parse, kineto_read
+from tracekit.parsers.kineto import load_kineto_file
+from tracekit.parsers.kineto_parse import _meta
+from tracekit.parsers.kineto_whole import read_whole
+
+pytestmark = pytest.mark.skipif(
+    kineto_native.accumulator() is None,
+    reason="native accumulator unavailable (no C compiler, or TRACEKIT_NATIVE=0)")
+
+DIST = {"backend": "nccl", "rank": 0, "world_size": 2, "pg_config": [
+    {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 2,
+     "ranks": [0, 1]}]}
+RPC = {"Collective name": "allreduce", "dtype": "BFloat16", "In msg nelems": 1024,
+       "Out msg nelems": 1024, "Group size": 2, "Process Group Name": "0",
+       "Process Group Ranks": "[0, 1]", "Seq": 3}
+
+
+def ev(name: str, cat: str, ts: Any, dur: Any = 1.0, ph: str = "X", pid: Any = 1,
+       tid: Any = 1, **args: Any) -> dict:
+    return {"ph": ph, "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def step(i: int) -> list[dict]:
+    """One collective: python frame > c10d op > record_param_comms > launch > kernel."""
+    t = 1000.0 * i
+    return [
+        ev(f"sglang/x.py({i % 7}): f{i % 5}", "python_function", t, 50.0,
+           **{"Python id": 2 * i + 1, "Python parent id": 0}),
+        ev("c10d::allreduce_", "cpu_op", t + 1.5, 20.0, **{
+            "External id": 10 * i, "Input Dims": [[1024], []],
+            "Input type": ["BFloat16", ""], "Concrete Inputs": ["", ""]}),
+        ev("record_param_comms", "cpu_op", t + 2.25, 10.0, **{"External id": 10 * i + 1, **RPC}),
+        ev("cudaLaunchKernel", "cuda_runtime", t + 3.0, 1.0, correlation=i,
+           **{"External id": 10 * i + 1}),
+        {"ph": "s", "id": i, "pid": 1, "tid": 1, "ts": t + 3.0, "cat": "ac2g", "name": "ac2g"},
+        ev("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", "kernel", t + 9.125, 4.5,
+           pid=0, tid=7, correlation=i, **{"External id": 10 * i + 1}),
+        ev(f"aten::mm_{i % 3}", "cpu_op", t + 30.0, 2.0, **{"External id": 10 * i + 2}),
+        {"ph": "i", "cat": "user_annotation", "name": f"mark {i % 4}", "pid": 1, "tid": 1,
+         "ts": t + 40.0, "s": "t"},
+    ]
+
+
+def threads() -> list[dict]:
+    return [{"ph": "M", "name": "thread_name", "pid": p, "tid": t, "ts": 0,
+             "args": {"name": label}}
+            for p, t, label in ((1, 1, "thread 1 (python)"), (0, 7, "stream 7 "))]
+
+
+def write(path: Path, events: list[dict]) -> Path:
+    text = ",\n".join(json.dumps(e, ensure_ascii=False) for e in events)
+    path.write_text('{"schemaVersion": 1, "distributedInfo": ' + json.dumps(DIST)
+                    + ', "traceEvents": [' + text + '], "traceName": "t"}', encoding="utf-8")
+    return path
+
+
+def piece_path(path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The tables (or error) of the piece path: the accumulator switched off."""
+    with monkeypatch.context() as m:
+        m.setattr(kineto_parse, "read_whole", lambda *_: None)
+        try:
+            return load_kineto_file(path)
+        except BadInputError as exc:
+            return str(exc)
+
+
+def assert_same(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables, or the error message, of a normal parse equal the piece path's."""
+    piece = piece_path(path, monkeypatch)
+    if isinstance(piece, str):
+        with pytest.raises(BadInputError) as exc:
+            load_kineto_file(path)
+        assert str(exc.value) == piece
+        return
+    whole = load_kineto_file(path)
+    assert whole.events.schema.equals(piece.events.schema)
+    assert whole.events.equals(piece.events)  # same values, same dictionaries
+    assert whole.process_groups.equals(piece.process_groups)
+    assert whole.rank_info.equals(piece.rank_info)
+
+
+def test_a_trace_in_many_blocks_is_read_whole_and_matches_the_piece_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a trace read in small blocks, names first seen on untimed events and across
+    # blocks, comm args, record_shapes args and thread names in several blocks, and an
+    # event without a name
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 700)
+    events = threads() + [e for i in range(60) for e in step(i)]
+    events.insert(20, {**ev("x", "cpu_op", 1.0), "name": None})
+    path = write(tmp_path / "t.json", events)
+    # WHEN read by the accumulator THEN it takes the file (does not give up)
+    raw = read_whole(path, _meta)
+    assert raw is not None and raw.n_events == len(events)
+    assert raw.comm is not None and raw.comm.num_rows == 60
+    assert len(raw.extra) == 60 and len(raw.threads) == 2
+    # AND EVENTS equals the piece path's, dictionaries included
+    assert_same(path, monkeypatch)
+
+
+GIVE_UP = {
+    # more than three decimals: the two rules of exact_ns may differ, the piece path decides
+    "four_decimals": [ev("a", "cpu_op", 2.0005)],
+    "exponent": [ev("a", "cpu_op", 2.5e-7)],
+    "string_tid_on_thread_name": [{"ph": "M", "name": "thread_name", "pid": 1, "tid": "7",
+                                   "ts": 0, "args": {"name": "gloo"}}],
+    "false_boundary": [ev("x },{ y", "cpu_op", 3.0)],
+    "malformed_utf8": [ev("MALFORMED", "cpu_op", 4.0)],
+    "comm_arg_of_a_wrong_type": [ev("record_param_comms", "cpu_op", 5.0,
+                                    **{**RPC, "Group size": "2"})],
+}
+
+
+@pytest.mark.parametrize("case", sorted(GIVE_UP))
+def test_what_the_accumulator_cannot_decide_goes_to_the_piece_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    # GIVEN a trace (in small blocks) with one event the accumulator must not decide alone
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 400)
+    events = threads() + [e for i in range(6) for e in step(i)] + GIVE_UP[case]
+    path = write(tmp_path / "t.json", events)
+    path.write_bytes(path.read_bytes().replace(b"MALFORMED", b"bad \xed\xa0\x80 surrogate"))
+    # WHEN read THEN the accumulator gives the file up
+    assert read_whole(path, _meta) is None
+    # AND the parse still gives the piece path's tables (or its error: malformed UTF-8)
+    assert_same(path, monkeypatch)
+
+
+def test_epoch_times_beside_small_floats_are_exact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN float epoch timestamps beyond 2**43 us (2024 traces), integer epoch timestamps
+    # and small float durations in one trace
+    events = [*threads(), ev("a", "cpu_op", 424242.125, 3.5),
+              ev("b", "cpu_op", 1712195495519695, 0.125), ev("c", "cpu_op", 12.5, 7)]
+    path = write(tmp_path / "t.json", events)
+    # (the text Kineto writes: a double cannot hold these digits, so json.dumps could not)
+    path.write_text(path.read_text().replace("424242.125", "1712195495519689.047"))
+    # WHEN read THEN the accumulator takes it, with the decimal digits to the nanosecond
+    raw = read_whole(path, _meta)
+    assert raw is not None
+    assert raw.raw.column(S.TS_NS).to_pylist() == [
+        1712195495519689047, 1712195495519695000, 12500]
+    assert raw.raw.column(S.DUR_NS).to_pylist() == [3500, 125, 7000]
+    # AND the tables equal the piece path's
+    assert_same(path, monkeypatch)
+
+
+def test_utf8_names_are_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN names and args in UTF-8 (a user's path, an annotation in Chinese)
+    events = [*threads(), *step(0), ev("/home/用户/model.py(12): forward", "python_function",
+                                        5.0, **{"Python id": 9, "Python parent id": 0}),
+              ev("通信 naïve µs", "user_annotation", 6.0)]
+    path = write(tmp_path / "t.json", events)
+    assert "用户".encode() in path.read_bytes()  # the UTF-8 text itself, not \u escapes
+    # WHEN read THEN the accumulator takes it, and the tables equal the piece path's
+    assert read_whole(path, _meta) is not None
+    assert_same(path, monkeypatch)
+
+
+def test_bad_input_is_worded_by_the_piece_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN an X event without dur
+    bad = {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.0}
+    path = write(tmp_path / "t.json", [*step(0), bad])
+    # WHEN parsed THEN the accumulator gives up and the error names the event
+    assert read_whole(path, _meta) is None
+    with pytest.raises(BadInputError, match=r"event 8 .* has no dur"):
+        load_kineto_file(path)

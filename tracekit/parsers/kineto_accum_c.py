@@ -1,0 +1,425 @@
+"""C source of the native whole-file accumulator (compiled on first use by kineto_native).
+
+Where the piece scanner (kineto_scan_c) returns the raw columns of one piece for Python to
+finish, the accumulator keeps the columns of a whole file in growing C arrays, fed one
+block of events at a time, and finishes them itself:
+
+- only the timed events (``ph`` ``X`` or ``i``) get a row; every event still gets its index;
+- ``name`` and ``cat`` become dictionary codes (one dictionary per file, values in order of
+  first appearance over all events: what dictionary-encoding each piece, concatenating and
+  unifying gives);
+- ``ts`` / ``dur`` become exact integer nanoseconds from their text (ints, and floats with at
+  most three decimals: what both rules of ``kineto_decode.exact_ns`` give them);
+- ids get an Arrow validity bitmap; the few events whose args carry communication,
+  record_shapes or thread-name keys are listed (index, row, phase, name code, pid, tid and
+  the span of the args object in the block) for Python to decode with msgspec.
+
+It is as strict as the piece scanner (same helpers): anything unusual, a bad event, or a
+float time with more than three decimals or an exponent, fails the block; the block's rows
+are rolled back and the caller takes the piece path for the file.
+"""
+
+from __future__ import annotations
+
+from tracekit.parsers import kineto_dict_c as D
+from tracekit.parsers import kineto_json_c as J
+
+# pointer table of tk_acc_arrays, in this order
+ROW_INT64 = ("event_id", "pid", "tid", "ts", "dur", "external_id", "correlation", "py_id",
+             "py_parent_id")
+ROW_INT32 = ("name", "cat")
+# validity bitmaps: every row column but event_id
+ROW_VALID = ("name", "cat", "pid", "tid", "ts", "dur", "external_id", "correlation", "py_id",
+             "py_parent_id")
+FLAG_INT64 = ("event", "row", "pid", "tid", "aoff", "alen", "name")
+FLAG_INT8 = ("phase", "pid_state", "tid_state")
+PHASE_OTHER, PHASE_TIMED, PHASE_META = 0, 1, 2
+# tk_acc_info fields
+INFO = ("rows", "events", "flags", "names", "cats")
+
+_ACC = r"""
+
+enum { PH_NONE = -1, PH_OTHER, PH_X, PH_I, PH_M, PH_FLOW };
+#define TIMED(k) ((k) == PH_X || (k) == PH_I)
+
+typedef struct {
+    int64_t rows, rcap, events, flags, fcap;
+    int64_t *ri[9];   /* ROW_INT64 */
+    int32_t *rc[2];   /* ROW_INT32 */
+    uint8_t *rv[10];  /* ROW_VALID bitmaps */
+    int64_t *fi[7];   /* FLAG_INT64 */
+    int8_t *fb[3];    /* FLAG_INT8 */
+    Dict dict[2];
+    int oom;
+    const uint8_t *base;
+    /* the event being read */
+    int ph_kind;      /* PH_* */
+    int64_t aoff, alen, fpid, ftid;
+    int8_t fps, fts;
+} Acc;
+
+static int grow_rows(Acc *a) {
+    int64_t cap = a->rcap ? a->rcap * 2 : 65536;
+    for (int c = 0; c < 9; c++) {
+        int64_t *q = (int64_t *)realloc(a->ri[c], sizeof(int64_t) * (size_t)cap);
+        if (!q) return -1;
+        a->ri[c] = q;
+    }
+    for (int c = 0; c < 2; c++) {
+        int32_t *q = (int32_t *)realloc(a->rc[c], sizeof(int32_t) * (size_t)cap);
+        if (!q) return -1;
+        a->rc[c] = q;
+    }
+    for (int c = 0; c < 10; c++) {
+        uint8_t *q = (uint8_t *)realloc(a->rv[c], (size_t)(cap / 8));
+        if (!q) return -1;
+        memset(q + a->rcap / 8, 0, (size_t)((cap - a->rcap) / 8));
+        a->rv[c] = q;
+    }
+    a->rcap = cap;
+    return 0;
+}
+
+static int grow_flags(Acc *a) {
+    int64_t cap = a->fcap ? a->fcap * 2 : 4096;
+    for (int c = 0; c < 7; c++) {
+        int64_t *q = (int64_t *)realloc(a->fi[c], sizeof(int64_t) * (size_t)cap);
+        if (!q) return -1;
+        a->fi[c] = q;
+    }
+    for (int c = 0; c < 3; c++) {
+        int8_t *q = (int8_t *)realloc(a->fb[c], (size_t)cap);
+        if (!q) return -1;
+        a->fb[c] = q;
+    }
+    a->fcap = cap;
+    return 0;
+}
+
+static void set_valid(Acc *a, int c, int64_t r, int v) {
+    uint8_t bit = (uint8_t)(1u << (r & 7));
+    if (v) a->rv[c][r >> 3] |= bit;
+    else a->rv[c][r >> 3] &= (uint8_t)~bit;
+}
+
+/* row columns: ri 1 pid, 2 tid, 3 ts, 4 dur, 5..8 ids; rv index = ri index - 1 + 1 */
+static void put_int(Acc *a, int ri, int64_t r, int64_t v, int valid) {
+    a->ri[ri][r] = valid ? v : 0;
+    set_valid(a, ri + 1, r, valid);
+}
+
+static P acc_int(P p, P e, Acc *a, int ri, int64_t r, int is_pid) {
+    int is_int;
+    int64_t iv;
+    if (*p == 'n') {
+        put_int(a, ri, r, 0, 0);
+        if (is_pid) { if (ri == 1) a->fps = 0; else a->ftid = 0, a->fts = 0; }
+        return literal(p, e, "null");
+    }
+    if (*p == '"') {
+        int plain;
+        if (!is_pid) return NULL;
+        put_int(a, ri, r, 0, 0);
+        if (ri == 1) a->fps = 3; else a->fts = 3;
+        return str_end(p, e, &plain);
+    }
+    if (*p != '-' && (*p < '0' || *p > '9')) return NULL;
+    p = number(p, e, &is_int, &iv, NULL);
+    if (!p || is_int != 1) return NULL;
+    put_int(a, ri, r, iv, 1);
+    if (is_pid) {
+        if (ri == 1) { a->fpid = iv; a->fps = 1; } else { a->ftid = iv; a->fts = 1; }
+    }
+    return p;
+}
+
+/* ts / dur in exact integer nanoseconds from the number's text: an int times 1000; a float
+   written d+.ddd (at most 3 decimals, no exponent: Kineto's %.3f) as its digits, which is
+   what both rules of kineto_decode give it (the float rule below 2**43 us, the decimal rule
+   above); any other float fails the block (the piece path then decides). */
+#define MAX_WHOLE_US 9223372036854774LL /* (2**63 - 1 - 999) / 1000 */
+
+static P acc_time(P p, P e, Acc *a, int ri, int64_t r) {
+    int is_int, neg = 0, nd = 0, nf = 0;
+    int64_t iv = 0, whole = 0, frac = 0;
+    P q;
+    if (*p == 'n') { put_int(a, ri, r, 0, 0); return literal(p, e, "null"); }
+    if (*p != '-' && (*p < '0' || *p > '9')) return NULL;
+    q = number(p, e, &is_int, &iv, NULL);
+    if (!q || is_int == 2) return NULL;
+    if (is_int) {
+        if (iv > BIG_TIME || iv < -BIG_TIME) return NULL;
+        put_int(a, ri, r, iv * 1000, 1);
+        return q;
+    }
+    if (*p == '-') { neg = 1; p++; }
+    for (; p < q && *p >= '0' && *p <= '9'; p++) {
+        if (++nd > 16) return NULL;
+        whole = whole * 10 + (*p - '0');
+    }
+    if (whole > MAX_WHOLE_US) return NULL; /* ns beyond int64 */
+    if (p < q && *p == '.') {
+        for (p++; p < q && *p >= '0' && *p <= '9'; p++) {
+            if (++nf > 3) return NULL;
+            frac = frac * 10 + (*p - '0');
+        }
+    }
+    if (p != q) return NULL; /* an exponent */
+    for (; nf < 3; nf++) frac *= 10;
+    put_int(a, ri, r, neg ? -(whole * 1000 + frac) : whole * 1000 + frac, 1);
+    return q;
+}
+
+static P acc_args(P p, P e, Acc *a, int64_t r) {
+    P start = p;
+    int flag = 0;
+    unsigned seen = 0;
+    p = ws(p + 1, e);
+    if (p < e && *p == '}') { p++; goto done; }
+    for (;;) {
+        int plain, which;
+        P ks, ke;
+        if (p >= e || *p != '"') return NULL;
+        ks = p + 1;
+        ke = str_end(p, e, &plain);
+        if (!ke || !plain) return NULL;
+        p = ws(ke, e);
+        if (p >= e || *p != ':') return NULL;
+        p = ws(p + 1, e);
+        if (p >= e) return NULL;
+        which = match_ID(ks, (size_t)(ke - 1 - ks));
+        if (which >= 0) {
+            if (seen & (1u << which)) return NULL;
+            seen |= 1u << which;
+            p = acc_int(p, e, a, 5 + which, r, 0);
+        } else {
+            if (match_FLAG(ks, (size_t)(ke - 1 - ks)) >= 0)
+                flag = 1;
+            p = skip_value(p, e, 2);
+        }
+        if (!p) return NULL;
+        p = ws(p, e);
+        if (p >= e) return NULL;
+        if (*p == ',') { p = ws(p + 1, e); continue; }
+        if (*p == '}') { p++; break; }
+        return NULL;
+    }
+done:
+    if (flag) {
+        a->aoff = start - a->base;
+        a->alen = p - start;
+    }
+    return p;
+}
+
+static P acc_string(P p, P e, Acc *a, int c, int64_t r) {
+    int plain;
+    P end;
+    int32_t code;
+    if (*p == 'n') { a->rc[c][r] = 0; set_valid(a, c, r, 0); return literal(p, e, "null"); }
+    if (*p != '"') return NULL;
+    end = str_end(p, e, &plain);
+    if (!end || !plain) return NULL;
+    code = dict_code(&a->dict[c], p + 1, (size_t)(end - p - 2));
+    if (code < 0) { a->oom = 1; return NULL; }
+    a->rc[c][r] = code;
+    set_valid(a, c, r, 1);
+    return end;
+}
+
+static P acc_ph(P p, P e, Acc *a) {
+    int plain;
+    P end;
+    if (*p == 'n') { a->ph_kind = PH_NONE; return literal(p, e, "null"); }
+    if (*p != '"') return NULL;
+    end = str_end(p, e, &plain);
+    if (!end || !plain) return NULL;
+    a->ph_kind = PH_OTHER;
+    if (end - p == 3) {
+        if (p[1] == 'X') a->ph_kind = PH_X;
+        else if (p[1] == 'i') a->ph_kind = PH_I;
+        else if (p[1] == 'M') a->ph_kind = PH_M;
+        else if (p[1] == 's' || p[1] == 'f') a->ph_kind = PH_FLOW;
+    }
+    return end;
+}
+
+/* one event into row slot r (kept only when timed); NULL: fail the block */
+static P acc_event(P p, P e, Acc *a, int64_t r) {
+    unsigned seen = 0;
+    for (int c = 0; c < 10; c++) set_valid(a, c, r, 0);
+    a->rc[0][r] = a->rc[1][r] = 0;
+    for (int c = 1; c < 9; c++) a->ri[c][r] = 0;
+    a->ph_kind = PH_NONE;
+    a->alen = 0;
+    a->fpid = a->ftid = 0;
+    a->fps = a->fts = 0;
+    p = ws(p + 1, e);
+    if (p < e && *p == '}') { p++; goto done; }
+    for (;;) {
+        int plain, which;
+        P ks, ke;
+        if (p >= e || *p != '"') return NULL;
+        ks = p + 1;
+        ke = str_end(p, e, &plain);
+        if (!ke || !plain) return NULL;
+        p = ws(ke, e);
+        if (p >= e || *p != ':') return NULL;
+        p = ws(p + 1, e);
+        if (p >= e) return NULL;
+        which = match_EVENT(ks, (size_t)(ke - 1 - ks));
+        if (which >= 0) {
+            if (seen & (1u << which)) return NULL;
+            seen |= 1u << which;
+        }
+        switch (which) {
+        case 0: p = acc_ph(p, e, a); break;
+        case 1: case 2: p = acc_string(p, e, a, which - 1, r); break;
+        case 3: case 4: p = acc_int(p, e, a, which - 2, r, 1); break;
+        case 5: case 6: p = acc_time(p, e, a, which - 2, r); break;
+        case 7: p = (*p == '{') ? acc_args(p, e, a, r) : NULL; break;
+        default: p = skip_value(p, e, 1);
+        }
+        if (!p) return NULL;
+        p = ws(p, e);
+        if (p >= e) return NULL;
+        if (*p == ',') { p = ws(p + 1, e); continue; }
+        if (*p == '}') { p++; break; }
+        return NULL;
+    }
+done:
+    /* the checks of kineto_piece._check: ph everywhere, ts on X i M s f, dur on X */
+    if (a->ph_kind == PH_NONE) return NULL;
+    if (a->ph_kind != PH_OTHER && !(a->rv[4][r >> 3] & (1u << (r & 7)))) return NULL;
+    if (a->ph_kind == PH_X && !(a->rv[5][r >> 3] & (1u << (r & 7)))) return NULL;
+    return p;
+}
+
+Acc *tk_acc_new(void) {
+    Acc *a = (Acc *)calloc(1, sizeof(Acc));
+    if (!special_ready) init_special();
+    return a;
+}
+
+void tk_acc_free(Acc *a) {
+    if (!a) return;
+    for (int c = 0; c < 9; c++) free(a->ri[c]);
+    for (int c = 0; c < 2; c++) free(a->rc[c]);
+    for (int c = 0; c < 10; c++) free(a->rv[c]);
+    for (int c = 0; c < 7; c++) free(a->fi[c]);
+    for (int c = 0; c < 3; c++) free(a->fb[c]);
+    for (int c = 0; c < 2; c++) { free(a->dict[c].data); free(a->dict[c].off);
+                                  free(a->dict[c].slots); }
+    free(a);
+}
+
+/* the index after the '}' of the last "} , {" in [buf, buf + len), or 0 */
+static int64_t last_boundary(P buf, int64_t len) {
+    int64_t i;
+    for (i = len - 1; i > 0; i--) {
+        int64_t j;
+        if (buf[i] != '{') continue;
+        j = i - 1;
+        while (j > 0 && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t')) j--;
+        if (buf[j] != ',') continue;
+        j--;
+        while (j > 0 && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t')) j--;
+        if (j >= 0 && buf[j] == '}') return j + 1;
+    }
+    return 0;
+}
+
+/* Read the events of [buf, buf + len): an optional leading ',' then events separated by
+   ','. Unless whole, only up to the last event boundary (*used: the bytes consumed).
+   Returns the events read, or -1 (the block's rows, events and flags are rolled back). */
+int64_t tk_acc_feed(Acc *a, const uint8_t *buf, int64_t len, int whole, int64_t *used) {
+    int64_t rows0 = a->rows, events0 = a->events, flags0 = a->flags, n = 0;
+    int32_t dn[2], dl[2];
+    int64_t end = whole ? len : last_boundary(buf, len);
+    P p, e = buf + end;
+    *used = 0;
+    for (int c = 0; c < 2; c++) { dn[c] = a->dict[c].n; dl[c] = a->dict[c].dlen; }
+    if (end <= 0) return 0;
+    a->base = buf;
+    p = ws(buf, e);
+    if (p < e && *p == ',') p = ws(p + 1, e);
+    while (p < e) {
+        if (*p != '{') goto fail;
+        if (a->rows >= a->rcap && grow_rows(a) < 0) { a->oom = 1; goto fail; }
+        p = acc_event(p, e, a, a->rows);
+        if (!p) goto fail;
+        if (TIMED(a->ph_kind)) a->ri[0][a->rows] = a->events;
+        if (a->alen > 0) {
+            int64_t f = a->flags;
+            if (f >= a->fcap && grow_flags(a) < 0) { a->oom = 1; goto fail; }
+            a->fi[0][f] = a->events;
+            a->fi[1][f] = TIMED(a->ph_kind) ? a->rows : -1;
+            a->fi[2][f] = a->fpid;
+            a->fi[3][f] = a->ftid;
+            a->fi[4][f] = a->aoff;
+            a->fi[5][f] = a->alen;
+            a->fi[6][f] = (a->rv[0][a->rows >> 3] & (1u << (a->rows & 7))) ? a->rc[0][a->rows] : -1;
+            a->fb[0][f] = (int8_t)(TIMED(a->ph_kind) ? 1 : a->ph_kind == PH_M ? 2 : 0);
+            a->fb[1][f] = a->fps;
+            a->fb[2][f] = a->fts;
+            a->flags++;
+        }
+        if (TIMED(a->ph_kind)) a->rows++;
+        a->events++;
+        n++;
+        p = ws(p, e);
+        if (p >= e) break;
+        if (*p != ',') goto fail;
+        p = ws(p + 1, e);
+        if (p >= e) goto fail;
+    }
+    *used = end;
+    return n;
+fail:
+    a->rows = rows0;
+    a->events = events0;
+    a->flags = flags0;
+    for (int c = 0; c < 2; c++) { a->dict[c].n = dn[c]; a->dict[c].dlen = dl[c]; }
+    return -1;
+}
+
+/* the index after the '}' of the last event boundary "} , {" in [buf, buf + len), or 0 */
+int64_t tk_boundary(const uint8_t *buf, int64_t len) {
+    return last_boundary(buf, len);
+}
+
+/* reading is over: free what only reading needs (flags, hash slots) */
+void tk_acc_done(Acc *a) {
+    for (int c = 0; c < 7; c++) { free(a->fi[c]); a->fi[c] = NULL; }
+    for (int c = 0; c < 3; c++) { free(a->fb[c]); a->fb[c] = NULL; }
+    a->fcap = a->flags = 0;
+    for (int c = 0; c < 2; c++) {
+        free(a->dict[c].slots);
+        a->dict[c].slots = NULL;
+        a->dict[c].nslots = 0;
+    }
+}
+
+void tk_acc_info(Acc *a, int64_t *out) {
+    out[0] = a->rows; out[1] = a->events; out[2] = a->flags;
+    out[3] = a->dict[0].n; out[4] = a->dict[1].n;
+}
+
+/* pointers: ROW_INT64, ROW_INT32, ROW_VALID, FLAG_INT64, FLAG_INT8, then per dictionary
+   (name, cat) its offsets and data */
+void tk_acc_arrays(Acc *a, void **out) {
+    int k = 0;
+    for (int c = 0; c < 9; c++) out[k++] = a->ri[c];
+    for (int c = 0; c < 2; c++) out[k++] = a->rc[c];
+    for (int c = 0; c < 10; c++) out[k++] = a->rv[c];
+    for (int c = 0; c < 7; c++) out[k++] = a->fi[c];
+    for (int c = 0; c < 3; c++) out[k++] = a->fb[c];
+    for (int c = 0; c < 2; c++) { out[k++] = a->dict[c].off; out[k++] = a->dict[c].data; }
+}
+"""
+
+
+def source(event_keys: tuple[str, ...], id_keys: tuple[str, ...],
+           flag_keys: tuple[str, ...]) -> str:
+    """The accumulator's C source (the piece scanner's helpers and key tables included)."""
+    return J.common(event_keys, id_keys, flag_keys) + D.DICT + _ACC

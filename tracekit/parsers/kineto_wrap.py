@@ -1,0 +1,84 @@
+"""The accumulator's columns as the raw timed-event table of RawTrace, over its C memory
+(Arrow buffers whose base is the Accumulator: no copy), and the record_shapes side list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import schema as S
+from tracekit.parsers import kineto_accum_c as A
+from tracekit.parsers.kineto_accum import Accumulator
+from tracekit.parsers.kineto_codes import dict_codes
+from tracekit.parsers.kineto_piece import _any_prefix, _codes_matching
+
+
+def _buffer(ptr: int, nbytes: int, owner: Accumulator) -> pa.Buffer:
+    """``nbytes`` of accumulator memory, kept alive by ``owner`` (no copy)."""
+    if not ptr or nbytes <= 0:
+        return pa.py_buffer(b"")
+    return pa.foreign_buffer(ptr, nbytes, base=owner)
+
+
+def timed_table(owner: Accumulator) -> tuple[pa.Table, pa.DictionaryArray]:
+    """The raw timed-event table (EVENT_ID and the raw columns; DUR_NS without nulls: the
+    accumulator writes 0 for a missing dur, as EVENTS wants), and its NAME column."""
+    info = owner.info()
+    n = info["rows"]
+    ptrs = owner.arrays()
+    i64 = dict(zip(A.ROW_INT64, ptrs, strict=False))
+    i32 = dict(zip(A.ROW_INT32, ptrs[len(A.ROW_INT64):], strict=False))
+    at = len(A.ROW_INT64) + len(A.ROW_INT32)
+    valid = dict(zip(A.ROW_VALID, ptrs[at:], strict=False))
+    dicts = ptrs[-4:]
+    bitmap = (n + 7) // 8
+
+    def ints(key: str) -> pa.Array:
+        return pa.Array.from_buffers(pa.int64(), n, [
+            _buffer(valid[key], bitmap, owner), _buffer(i64[key], 8 * n, owner)])
+
+    def strings(key: str, k: int, size: int) -> pa.DictionaryArray:
+        off_ptr, data_ptr = dicts[2 * k], dicts[2 * k + 1]
+        if size:
+            offsets = _buffer(off_ptr, 4 * (size + 1), owner)
+            end = int(np.frombuffer(offsets, np.int32)[size])
+        else:
+            offsets, end = pa.py_buffer(np.zeros(1, np.int32)), 0
+        values = pa.StringArray.from_buffers(size, offsets, _buffer(data_ptr, end, owner))
+        codes = pa.Array.from_buffers(pa.int32(), n, [
+            _buffer(valid[key], bitmap, owner), _buffer(i32[key], 4 * n, owner)])
+        return pa.DictionaryArray.from_arrays(codes, values)
+
+    name = strings("name", 0, info["names"])
+    table = pa.table({
+        S.EVENT_ID: pa.Array.from_buffers(pa.int64(), n, [
+            None, _buffer(i64["event_id"], 8 * n, owner)]),
+        S.NAME: name,
+        S.CATEGORY: strings("cat", 1, info["cats"]),
+        S.PID: ints("pid"),
+        S.TID: ints("tid"),
+        S.TS_NS: ints("ts"),
+        # no validity: the accumulator writes 0 for a null dur, which EVENTS wants
+        S.DUR_NS: pa.Array.from_buffers(pa.int64(), n, [None, _buffer(i64["dur"], 8 * n, owner)]),
+        S.EXTERNAL_ID: ints("external_id"),
+        S.CORRELATION: ints("correlation"),
+        S.PY_ID: ints("py_id"),
+        S.PY_PARENT_ID: ints("py_parent_id"),
+    })
+    return table, name
+
+
+def shape_ops(table: pa.Table, name: pa.DictionaryArray,
+           shapes: dict[int, dict[str, Any]]) -> list[tuple[int, str, dict[str, Any]]]:
+    """(event index, name, record_shapes args) of every timed c10d / gloo op, as the piece
+    path lists them (an op without such args gets an empty dict)."""
+    rows = np.flatnonzero(_codes_matching(name, _any_prefix))
+    if not rows.size:
+        return []
+    names = name.dictionary.to_pylist()
+    event_id = table.column(S.EVENT_ID).chunk(0).to_numpy()[rows].tolist()
+    codes = dict_codes(name)[rows].tolist()  # never -1 here: a null name has no prefix
+    return [(e, names[c], shapes.get(r, {}))
+            for e, c, r in zip(event_id, codes, rows.tolist(), strict=True)]
