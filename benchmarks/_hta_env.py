@@ -15,18 +15,6 @@ HTA_VERSION = "0.5.0"
 WORK = Path(__file__).resolve().parent / "_work"
 VENV = WORK / "hta-venv"
 
-LOAD_SCRIPT = r"""
-import json, sys, time
-from hta.trace_analysis import TraceAnalysis
-t = time.perf_counter()
-analysis = TraceAnalysis(trace_dir=sys.argv[1])
-elapsed = time.perf_counter() - t
-frames = analysis.t.traces
-print(json.dumps({"load_s": elapsed, "events": int(sum(len(df) for df in frames.values())),
-                  "ranks": sorted(int(r) for r in frames)}))
-"""
-
-
 def hta_python() -> Path:
     """The venv's python with holistictraceanalysis==HTA_VERSION installed (made if needed)."""
     py = VENV / "bin" / "python"

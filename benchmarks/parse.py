@@ -15,7 +15,9 @@ native scan runs in a worker thread beside the main thread), HTA with
 holistictraceanalysis pinned in ``_hta_env.py``). Printed: load time, MB/s, MB/s per core,
 MB per CPU-second, peak RSS of the process tree, and the ratios against the targets of
 issue 2 (20x HTA's throughput, 1/6 of its peak RSS, 300 MB/s per core, checked as MB per
-CPU-second).
+CPU-second of the load: the CPU time of all threads and waited-for child processes between
+the start and the end of the load call, which is also what the throughput times; the whole
+process's figure, interpreter start-up and imports included, is printed beside it).
 """
 
 from __future__ import annotations
@@ -36,15 +38,39 @@ from tracekit.engine import default_jobs
 from tracekit.synth import ModelShape, SynthConfig
 from tracekit.synth.run import RankJob, steps_for_target, write_rank
 
+# CPU during the load: this process (all its threads) plus the children it waited for
+_CPU = r"""
+import resource
+def _cpu():
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + c.ru_utime + c.ru_stime
+"""
+
 TRACEKIT_SCRIPT = r"""
 import json, sys, time
 from pathlib import Path
 from tracekit.api import LoadOptions
 from tracekit.parsers import load_run
-t = time.perf_counter()
+""" + _CPU + r"""
+t, c = time.perf_counter(), _cpu()
 run = load_run(Path(sys.argv[1]), LoadOptions(jobs=int(sys.argv[2])))
-elapsed = time.perf_counter() - t
-print(json.dumps({"load_s": elapsed, "events": run.events.num_rows, "ranks": run.ranks}))
+elapsed, cpu = time.perf_counter() - t, _cpu() - c
+print(json.dumps({"load_s": elapsed, "load_cpu_s": cpu, "events": run.events.num_rows,
+                  "ranks": run.ranks}))
+"""
+
+# HTA's load (TraceAnalysis over the trace folder), timed the same way as tracekit's
+HTA_SCRIPT = r"""
+import json, sys, time
+from hta.trace_analysis import TraceAnalysis
+""" + _CPU + r"""
+t, c = time.perf_counter(), _cpu()
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+elapsed, cpu = time.perf_counter() - t, _cpu() - c
+frames = analysis.t.traces
+print(json.dumps({"load_s": elapsed, "load_cpu_s": cpu,
+                  "events": int(sum(len(df) for df in frames.values())),
+                  "ranks": sorted(int(r) for r in frames)}))
 """
 
 TARGET_RATIO = 20.0
@@ -79,14 +105,19 @@ def _report(name: str, m: Measured, size: int, cores: int) -> dict[str, float]:
     if m.returncode != 0 or "load_s" not in m.result:
         sys.exit(f"{name} failed (exit {m.returncode}):\n{m.stderr[-3000:]}")
     load_s = float(m.result["load_s"])
+    load_cpu = float(m.result["load_cpu_s"])
     mbps = size / 1e6 / load_s
     cpu_mbps = size / 1e6 / m.cpu_s if m.cpu_s > 0 else float("nan")
+    load_cpu_mbps = size / 1e6 / load_cpu if load_cpu > 0 else float("nan")
     print(f"{name}: load {load_s:.2f} s (process wall {m.wall_s:.2f} s, CPU {m.cpu_s:.2f} s "
           f"on {cores} core(s)); {mbps:.1f} MB/s; {mbps / cores:.1f} MB/s per core by wall "
-          f"time, {cpu_mbps:.1f} MB per CPU-second; peak RSS {fmt_gb(m.tree_peak_bytes)} "
-          f"(process tree); {m.result.get('events')} rows")
+          f"time, {cpu_mbps:.1f} MB per CPU-second of the whole process; peak RSS "
+          f"{fmt_gb(m.tree_peak_bytes)} (process tree); {m.result.get('events')} rows")
+    print(f"{name}: CPU during the load {load_cpu:.2f} s (all threads and waited-for "
+          f"children, start-up and imports before the call excluded): {load_cpu_mbps:.1f} MB "
+          f"per CPU-second")
     return {"load_s": load_s, "mbps": mbps, "rss": float(m.tree_peak_bytes),
-            "cpu_mbps": cpu_mbps}
+            "cpu_mbps": cpu_mbps, "load_cpu_mbps": load_cpu_mbps}
 
 
 def count_events(path: Path) -> int:
@@ -133,14 +164,17 @@ def main(argv: list[str] | None = None) -> int:
         hta_r = _report(f"HTA {HTA_VERSION}", hta, size, 1)
         ratio = tk_r["mbps"] / hta_r["mbps"]
         rss = tk_r["rss"] / hta_r["rss"]
-        per_core = tk_r["cpu_mbps"]  # MB per CPU-second: what one core does
+        per_core = tk_r["load_cpu_mbps"]  # MB per CPU-second of the load: what one core does
         cpu_ratio = tk_r["cpu_mbps"] / hta_r["cpu_mbps"]
-        print(f"CPU-time throughput ratio tracekit/HTA: {cpu_ratio:.1f}x")
+        load_cpu_ratio = tk_r["load_cpu_mbps"] / hta_r["load_cpu_mbps"]
+        print(f"CPU-time throughput ratio tracekit/HTA: {cpu_ratio:.1f}x (whole process), "
+              f"{load_cpu_ratio:.1f}x (during the load)")
         print(f"throughput ratio tracekit/HTA: {ratio:.1f}x (target >= {TARGET_RATIO:.0f}x): "
               f"{'met' if ratio >= TARGET_RATIO else 'MISSED'}")
         print(f"peak RSS ratio tracekit/HTA: {rss:.3f} (target <= {TARGET_RSS_FRACTION:.3f}): "
               f"{'met' if rss <= TARGET_RSS_FRACTION else 'MISSED'}")
-        print(f"tracekit per core: {per_core:.1f} MB per CPU-second "
+        print(f"tracekit per core: {per_core:.1f} MB per CPU-second during the load, "
+              f"{tk_r['cpu_mbps']:.1f} for the whole process "
               f"({tk_r['mbps'] / args.jobs:.1f} MB/s per core by wall time over {args.jobs}) "
               f"(target >= {TARGET_PER_CORE:.0f}): "
               f"{'met' if per_core >= TARGET_PER_CORE else 'MISSED'}")
@@ -151,9 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _hta_script() -> str:
-    from _hta_env import LOAD_SCRIPT
-
-    return LOAD_SCRIPT
+    return HTA_SCRIPT
 
 
 if __name__ == "__main__":

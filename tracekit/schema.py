@@ -798,10 +798,11 @@ def validate(table: pa.Table, schema: pa.Schema = EVENTS, *, name: str | None = 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Select and cast the columns of ``schema`` in order; absent columns become nulls."""
     n = table.num_rows
+    index = {name: i for i, name in enumerate(table.column_names)}  # once, not per field
     cols = []
     for f in schema:
-        if f.name in table.column_names:
-            col = table.column(f.name)
+        if f.name in index:
+            col = table.column(index[f.name])
             if not col.type.equals(f.type):
                 col = col.cast(f.type)
         else:

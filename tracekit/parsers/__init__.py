@@ -80,7 +80,8 @@ def load_run(path: Path, options: LoadOptions) -> Run:
     path = Path(path)
     if not path.exists():
         raise BadInputError("no such file or directory", path)
-    ascend = _ascend()
+    # an Ascend export is always a directory: a file never pays for importing that parser
+    ascend = _ascend() if path.is_dir() else None
     if ascend is not None and ascend.sniff(path):
         run: Run = ascend.load_ascend(path, options)
         return run

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
+from tracekit.parsers.kineto_codes import conform
 from tracekit.parsers.kineto_comm import parse_int_list
 from tracekit.parsers.kineto_parse import no_gc, parse_file, release_memory
 from tracekit.parsers.kineto_spread import lean_memory
@@ -111,7 +112,7 @@ def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> Rank
         events = build_events_from([trace.detach_raw()], trace.detach_side(), trace.threads,
                                    rank=r, source=str(path), pg_by_name=by_name,
                                    pg_by_uid=by_uid)
-        release_memory()
+        release_memory(events.num_rows)
     groups = pa.Table.from_pylist(rows, schema=_plain(S.PROCESS_GROUPS))
     base = _int_or_none(trace.meta.get("baseTimeNanoseconds"))
     rank_info = pa.Table.from_pylist([{
@@ -123,7 +124,7 @@ def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> Rank
         S.BASE_TIME_NS: base, S.COUNT: events.num_rows,
     }], schema=_plain(S.RANK_INFO))
     return RankTables(
-        r, events, S.conform(groups, S.PROCESS_GROUPS), S.conform(rank_info, S.RANK_INFO))
+        r, events, conform(groups, S.PROCESS_GROUPS), conform(rank_info, S.RANK_INFO))
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:

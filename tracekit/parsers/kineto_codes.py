@@ -52,3 +52,20 @@ def dict_codes(arr: pa.DictionaryArray) -> np.ndarray:
     if arr.null_count:
         indices = pc.fill_null(indices, -1)
     return np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int32)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``schema.conform`` (the columns of ``schema`` in order, cast where the type differs,
+    absent ones null) with the column names looked up once: the same table, without the
+    per-field name list that costs about 0.3 ms per call on a small rank file."""
+    n = table.num_rows
+    have = dict(zip(table.column_names, table.columns, strict=True))
+    cols = []
+    for f in schema:
+        col = have.get(f.name)
+        if col is None:
+            col = pa.nulls(n, f.type)
+        elif not col.type.equals(f.type):
+            col = col.cast(f.type)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, schema=schema)

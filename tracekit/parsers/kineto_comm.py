@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import repeat
 from typing import Any
 
 from tracekit.schema import MetaSource, Op
@@ -71,8 +74,10 @@ def op_from_collective(coll: str | None) -> str | None:
     return COLLECTIVE_OPS.get(coll, Op.OTHER)
 
 
+@lru_cache(maxsize=1 << 16)
 def op_from_name(name: str | None) -> str | None:
-    """schema.Op from an event name: c10d / functional ops, nccl:/gloo: titles, NCCL kernels."""
+    """schema.Op from an event name: c10d / functional ops, nccl:/gloo: titles, NCCL kernels
+    (memoised: the same names recur in every rank file of a run)."""
     if not name:
         return None
     if name.startswith("nccl"):
@@ -95,7 +100,10 @@ def parse_int_list(value: Any) -> list[int] | None:
     if value is None:
         return None
     if isinstance(value, list):
-        return [int(v) for v in value] if all(isinstance(v, int) for v in value) else None
+        try:  # pg_config lists of a 1,024-rank run: one C pass (bools read as ints, as below)
+            return array("q", value).tolist()
+        except (TypeError, OverflowError):  # not all ints, or beyond int64
+            return list(map(int, value)) if all(map(isinstance, value, repeat(int))) else None
     if not isinstance(value, str):
         return None
     text = value.strip()
@@ -105,7 +113,7 @@ def parse_int_list(value: Any) -> list[int] | None:
     if not text:
         return []
     try:
-        return [int(t) for t in text.split(",")]
+        return list(map(int, text.split(",")))
     except ValueError:
         return None
 

@@ -15,6 +15,8 @@ import pyarrow.compute as pc
 from tracekit import schema as S
 from tracekit.schema import Kind
 
+_SMALL_DICT = 64  # dictionaries up to this size are matched in Python
+
 
 def dict_mask(col: pa.Array | pa.ChunkedArray, values: Sequence[str]) -> np.ndarray:
     """numpy bool mask of the rows of a dictionary column whose value is one of ``values``
@@ -22,8 +24,12 @@ def dict_mask(col: pa.Array | pa.ChunkedArray, values: Sequence[str]) -> np.ndar
     arr = one_chunk(col)
     if not pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_encode()
-    hit = np.asarray(pc.fill_null(pc.is_in(arr.dictionary, pa.array(values, pa.string())),
-                                  False), dtype=bool)
+    if len(arr.dictionary) <= _SMALL_DICT:  # a set lookup costs less than a compute call
+        wanted = set(values)
+        hit = np.array([v in wanted for v in arr.dictionary.to_pylist()], dtype=bool)
+    else:
+        hit = np.asarray(pc.fill_null(pc.is_in(arr.dictionary, pa.array(values, pa.string())),
+                                      False), dtype=bool)
     return np.append(hit, False)[codes(arr)]  # code -1 (null) reads the appended False
 
 
@@ -147,7 +153,11 @@ def one_chunk(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     return col.combine_chunks()
 
 
-def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> pa.Array:
+def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> pa.Array | np.ndarray:
+    if len(col.dictionary) <= _SMALL_DICT:
+        first = tuple(prefixes)
+        per_value = [v is not None and v.startswith(first) for v in col.dictionary.to_pylist()]
+        return np.array([*per_value, False], dtype=bool)[codes(col)]
     hit = pc.starts_with(col.dictionary, prefixes[0])
     for p in prefixes[1:]:
         hit = pc.or_(hit, pc.starts_with(col.dictionary, p))

@@ -20,12 +20,17 @@ from tracekit.parsers.kineto_comm import DTYPE_BYTES, op_from_collective, parse_
 from tracekit.parsers.kineto_decode import RAW_IDX
 from tracekit.schema import MetaSource, Op
 
+_FEW_ROWS = 256  # comm tables up to this size are mapped row by row (small rank files)
 _P2P_OR_ROOTED = (Op.SEND, Op.RECV, Op.BROADCAST, Op.REDUCE, Op.GATHER, Op.SCATTER)
 
 
 def map_values(col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any],
                typ: pa.DataType) -> pa.Array:
     """``fn`` applied once per distinct value of ``col``, spread back to every row."""
+    if len(col) <= _FEW_ROWS:  # a few rows: Python values cost less than encoding them
+        memo: dict[Any, Any] = {}
+        return pa.array([memo[v] if v in memo else memo.setdefault(v, fn(v))
+                         for v in col.to_pylist()], type=typ)
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if not pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_encode()

@@ -89,7 +89,7 @@ def parse_file(path: Path, jobs: int = 1) -> RawTrace:
                 raw = _safe(path)
     release_scratch()
     _validate(raw, path)
-    release_memory()
+    release_memory(raw.raw.num_rows)
     return raw
 
 
@@ -151,7 +151,16 @@ def _meta(doc: bytes) -> dict[str, Any]:
                 out[k] = v
         return out
 
-    value = json.loads(doc, object_pairs_hook=pairs)
+    value: Any = None
+    if doc.count(b'"distributedInfo"') <= 1:
+        # no key to keep apart: msgspec gives the same dict faster (its pg_config rank lists
+        # dominate a small file's header); anything it refuses goes to json below
+        try:
+            value = msgspec.json.decode(doc)
+        except msgspec.DecodeError:
+            value = None
+    if value is None:
+        value = json.loads(doc, object_pairs_hook=pairs)
     if not isinstance(value, dict):
         raise ValueError("not an object")
     return value

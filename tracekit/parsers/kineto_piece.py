@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.parsers.kineto_codes import masked
 from tracekit.parsers.kineto_decode import (
     COMM_FIELDS,
     RAW_FIELDS,
@@ -41,7 +42,7 @@ _ALL_FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args", "args.ext
                "args.in_nelems", "args.in_size")
 _GET_ALL = attrgetter(*_ALL_FIELDS)
 _NO_COMM = (None, None, None)
-_COMM_GETTER = attrgetter(*COMM_FIELDS)
+_FIELD_GETTERS = {f: attrgetter(f) for f in COMM_FIELDS}
 _EMPTY_ARGS = Args()
 COMM_TYPES: dict[str, pa.DataType] = {
     f: (pa.string() if f in ("coll_name", "dtype", "in_split", "out_split", "pg_name",
@@ -216,9 +217,12 @@ def comm_table(args: Sequence[Args], rows: Sequence[int], start: int) -> pa.Tabl
     """COMM_FIELDS of ``args`` at ``rows`` (RAW_IDX: the rows shifted by ``start``)."""
     if not rows:
         return None
-    columns = zip(*map(_COMM_GETTER, (args[i] for i in rows)), strict=True)
-    cols: dict[str, Any] = {RAW_IDX: pa.array(np.asarray(rows, dtype=np.int64) + start)}
-    for f, values in zip(COMM_FIELDS, columns, strict=True):
+    picked = args if rows == range(len(args)) else [args[i] for i in rows]
+    cols: dict[str, Any] = {RAW_IDX: masked(np.asarray(rows, dtype=np.int64) + start, None,
+                                            pa.int64())}
+    for f, getter in _FIELD_GETTERS.items():
+        # one pass per field: cheaper than transposing one tuple per event
+        values = list(map(getter, picked))
         kind = COMM_TYPES[f]
         try:
             cols[f] = pa.array(values, type=kind)

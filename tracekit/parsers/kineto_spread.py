@@ -9,6 +9,7 @@ import mmap
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -19,15 +20,33 @@ from tracekit.parsers.kineto_codes import masked
 from tracekit.parsers.kineto_nest import codes
 
 
-def release_memory() -> None:
+def release_memory(rows: int | None = None) -> None:
     """Give the memory freed so far back to the OS: the Arrow pool's cached pages, and the
     heap that decoded Python objects and numpy temporaries used (glibc only): malloc keeps
-    it, and it would count in the peak RSS of everything that follows."""
+    it, and it would count in the peak RSS of everything that follows. ``rows``: the size of
+    the file's table, when known; below SMALL_ROWS there is too little to give back
+    for the cost of a heap walk (which grows with the process's heap, not with the file)."""
+    if rows is not None and rows < SMALL_ROWS:
+        return
     pa.default_memory_pool().release_unused()
-    with suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    libc = _libc()
+    if libc is not None:
+        with suppress(AttributeError):  # not glibc: nothing to do
+            libc.malloc_trim(0)
 
 
+@cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, loaded once (a fresh CDLL costs about 0.1 ms, per small file)."""
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+# a file's table below this many rows is small: the fixed cost of its steps is the calls, so
+# the heap is not trimmed and the side columns are spread in one take
+SMALL_ROWS = 1 << 16
 _M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 LARGE_BLOCK = 1 << 20  # blocks from this size on get pages of their own (mmap)
 _LEAN_LOCK = threading.Lock()
@@ -47,8 +66,10 @@ def lean_memory() -> Iterator[None]:
     getter)."""
     with _LEAN_LOCK:
         if not _lean["depth"]:  # the outermost parse (threads may parse files concurrently)
-            with suppress(OSError, AttributeError):
-                ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
+            libc = _libc()
+            if libc is not None:
+                with suppress(AttributeError):
+                    libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
             _lean["previous"] = pa.default_memory_pool()
             pa.set_memory_pool(pa.system_memory_pool())
         _lean["depth"] += 1
@@ -122,6 +143,18 @@ def spread_fast(col: pa.ChunkedArray, take: pa.Array, use: np.ndarray) -> pa.Arr
                                                           pa.py_buffer(values)])
     valid = np.append(np.asarray(pc.is_valid(arr), dtype=bool), False)[use]
     return masked(values, valid, arr.type)
+
+
+def spread_small(side: pa.Table, keys: list[str], take: pa.Array) -> dict[str, pa.Array]:
+    """``spread_fast`` of the ``keys`` columns for a small table: the same values in one
+    Arrow take of all the columns (a small rank file's fixed cost is the calls, not the
+    rows)."""
+    taken = pa.table([_encoded(side.column(k)) for k in keys], names=keys).take(take)
+    return {k: _single(taken.column(k)) for k in keys}
+
+
+def _single(col: pa.ChunkedArray) -> pa.Array:
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
 def _encoded(col: pa.ChunkedArray) -> pa.Array:

@@ -11,6 +11,7 @@ call that launched them (same ``correlation``).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -38,8 +39,10 @@ COMM_KERNEL_HINT = re.compile(
 _FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
 
 
+@lru_cache(maxsize=1 << 16)
 def frame_label(name: str) -> str | None:
-    """``func (file:line)`` for a user frame, None for a framework or builtin frame."""
+    """``func (file:line)`` for a user frame, None for a framework or builtin frame
+    (memoised: the same frames recur in every rank file of a run)."""
     m = _FRAME.match(name)
     if m is None:
         return None
@@ -47,6 +50,12 @@ def frame_label(name: str) -> str | None:
     if any(x in path for x in EXCLUDED_FILES) or path.startswith("<"):
         return None
     return f"{m.group('func')} ({path}:{m.group('line')})"
+
+
+@lru_cache(maxsize=1 << 16)
+def _comm_hint(name: str) -> bool:
+    """The name looks like a communication kernel (COMM_KERNEL_HINT)."""
+    return COMM_KERNEL_HINT.search(name) is not None
 
 
 def _np(col: pa.ChunkedArray | pa.Array, rows: np.ndarray, fill: int = -1) -> np.ndarray:
@@ -64,7 +73,7 @@ def _queries(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     has_op = np.asarray(pc.is_valid(table.column(S.OP)), dtype=bool)
     name = one_chunk(table.column(S.NAME))
     hint = np.array(
-        [bool(COMM_KERNEL_HINT.search(v or "")) for v in name.dictionary.to_pylist()] + [False]
+        [_comm_hint(v or "") for v in name.dictionary.to_pylist()] + [False]
     )[codes(name)]
     device = dict_mask(kind, (Kind.KERNEL, Kind.GPU_ANNOTATION))
     rows = np.flatnonzero(has_op | (device & hint))

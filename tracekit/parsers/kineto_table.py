@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
-from tracekit.parsers.kineto_codes import dict_codes, encode_codes, masked
+from tracekit.parsers.kineto_codes import conform, dict_codes, encode_codes, masked
 from tracekit.parsers.kineto_columns import (
     GPU_CATS,
     kinds,
@@ -31,7 +31,13 @@ from tracekit.parsers.kineto_nest import Nest, dict_mask, one_chunk
 from tracekit.parsers.kineto_params import param_comms_side
 from tracekit.parsers.kineto_piece import Piece
 from tracekit.parsers.kineto_shapes import from_inputs
-from tracekit.parsers.kineto_spread import release_memory, spread_fast, zeros
+from tracekit.parsers.kineto_spread import (
+    SMALL_ROWS,
+    release_memory,
+    spread_fast,
+    spread_small,
+    zeros,
+)
 from tracekit.parsers.kineto_stack import call_sites
 from tracekit.schema import Kind, MetaSource
 
@@ -108,8 +114,8 @@ def build_events_from(
     t = _single_chunks(raw)
     comm, extra = side_data
     side_data.clear()
-    release_memory()  # the pieces' buffers: the allocator would keep their pages
     n = t.num_rows
+    release_memory(n)  # the pieces' buffers: the allocator would keep their pages
     event_id = t.column(S.EVENT_ID).chunk(0)
     cat = t.column(S.CATEGORY).chunk(0)
     name = t.column(S.NAME).chunk(0)
@@ -141,15 +147,15 @@ def build_events_from(
     del side
     cols.update(comm_cols.op_columns(name))
     del t  # the raw columns not reused above can go before the call sites
-    release_memory()
+    release_memory(n)
     # call sites read OP only: they are found before the other communication columns are
     # spread over all rows, so that their temporaries and those columns never coexist
     call_site = call_sites(pa.table(cols))
-    release_memory()
+    release_memory(n)
     cols.update(comm_cols.other_columns())
     del comm_cols
     cols[S.CALL_SITE] = call_site
-    return S.conform(pa.table(cols), S.EVENTS)
+    return conform(pa.table(cols), S.EVENTS)
 
 
 def _side_table(
@@ -285,8 +291,10 @@ class _CommSpread:
                 S.META_SOURCE: encode_codes(source, source_values)}
 
     def other_columns(self) -> dict[str, pa.Array]:
-        return {f: spread_fast(self.side.column(f), self.take, self.use)
-                for f in self.side.column_names if f not in (RAW_IDX, S.OP, S.META_SOURCE)}
+        keys = [f for f in self.side.column_names if f not in (RAW_IDX, S.OP, S.META_SOURCE)]
+        if len(self.use) < SMALL_ROWS:  # a small file: one take of all the columns
+            return spread_small(self.side, keys, self.take)
+        return {f: spread_fast(self.side.column(f), self.take, self.use) for f in keys}
 
 
 def _positions(ids: np.ndarray, side_idx: np.ndarray) -> np.ndarray:

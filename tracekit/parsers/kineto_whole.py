@@ -16,7 +16,7 @@ then decides and words any error.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +30,7 @@ from tracekit.errors import BadInputError
 from tracekit.parsers import kineto_accum_c as A
 from tracekit.parsers import kineto_read as R
 from tracekit.parsers.kineto_accum import Accumulator, Fed
+from tracekit.parsers.kineto_codes import masked
 from tracekit.parsers.kineto_decode import RAW_IDX, SHAPE_PREFIXES, Args
 from tracekit.parsers.kineto_native import accumulator
 from tracekit.parsers.kineto_piece import _decode_raw, comm_table
@@ -38,7 +39,6 @@ from tracekit.parsers.kineto_scan_c import STRING as C_STRING
 from tracekit.parsers.kineto_wrap import shape_ops, timed_table
 
 _ARGS = msgspec.json.Decoder(list[Args])
-_NO_COMM = (None, None, None)
 THREAD_NAME = "thread_name"
 _OTHER, _SHAPE, _THREAD = 0, 1, 2
 
@@ -57,6 +57,11 @@ class _Side:
     threads: list[tuple[Any, Any, str]] = field(default_factory=list)
     name_kind: dict[int, int] = field(default_factory=dict)  # name code -> _SHAPE / _THREAD
 
+    def _of_kind(self, codes: np.ndarray, kind: int) -> np.ndarray:
+        """Which name codes stand for names of ``kind`` (_SHAPE / _THREAD)."""
+        wanted = [c for c, k in self.name_kind.items() if k == kind]
+        return np.isin(codes, wanted) if wanted else np.zeros(len(codes), dtype=bool)
+
     def take(self, fed: Fed, block: np.ndarray) -> None:
         """Decode the args the block flagged and keep what EVENTS needs of them."""
         f = fed.flags
@@ -73,19 +78,18 @@ class _Side:
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise _GiveUp from None
         del spans, view
-        kinds = [self.name_kind.get(c, _OTHER) for c in f["name"].tolist()]
-        phases = f["phase"].tolist()
-        timed = [i for i, ph in enumerate(phases) if ph == A.PHASE_TIMED]
-        comm_at = [i for i in timed
-                   if (decoded[i].coll_name, decoded[i].in_nelems, decoded[i].in_size)
-                   != _NO_COMM]
+        codes = f["name"]
+        timed_mask = f["phase"] == A.PHASE_TIMED
+        timed = np.flatnonzero(timed_mask).tolist()
+        comm_at = [i for i in timed if _has_comm(decoded[i])]
         comm_args = [decoded[i] for i in comm_at]
         comm_events = f["event"][comm_at]
-        for i in timed:
-            if kinds[i] == _SHAPE:
-                self.shapes[int(f["row"][i])] = _decode_raw(decoded[i])
-        for i, ph in enumerate(phases):
-            if ph == A.PHASE_META and kinds[i] == _THREAD and decoded[i].label:
+        rows = f["row"]
+        for i in np.flatnonzero(timed_mask & self._of_kind(codes, _SHAPE)).tolist():
+            self.shapes[int(rows[i])] = _decode_raw(decoded[i])
+        threads = (f["phase"] == A.PHASE_META) & self._of_kind(codes, _THREAD)
+        for i in np.flatnonzero(threads).tolist():
+            if decoded[i].label:
                 label = _decode_raw(decoded[i]).get("label")
                 if isinstance(label, str):
                     pid, tid = _pid_tid(int(f["pid"][i]), int(f["pid_state"][i]),
@@ -95,7 +99,12 @@ class _Side:
         if table is not None:
             self.comm.append(table.set_column(
                 table.schema.get_field_index(RAW_IDX), RAW_IDX,
-                pa.array(comm_events)))
+                masked(comm_events, None, pa.int64())))
+
+
+def _has_comm(a: Args) -> bool:
+    """The event carries communication args (a collective name, In msg nelems or size)."""
+    return a.coll_name is not None or a.in_nelems is not None or a.in_size is not None
 
 
 def _pid_tid(pid: int, pid_state: int, tid: int,
@@ -173,9 +182,18 @@ def _blocks(acc: Accumulator, side: _Side, stream: BinaryIO, rest: bytes) -> byt
     """Feed every block of complete events (in a worker thread, one block ahead); return
     the text after the last complete block."""
     ring = _Ring(acc.lib, rest)
+    first = ring.fill(stream)
+    if first is None:
+        return ring.carry.tobytes()
+    second = ring.fill(stream)
+    if second is None:  # the whole file is one block: no worker thread to start (~0.2 ms)
+        buf, _, cut = first
+        if cut:
+            _take(side, acc.feed(buf, cut), buf)
+        return ring.carry.tobytes()
     pending: tuple[Future[Fed | None], np.ndarray] | None = None
     with ThreadPoolExecutor(max_workers=1) as worker:
-        while (got := ring.fill(stream)) is not None:
+        for got in _read_on(ring, stream, first, second):
             buf, _, cut = got
             if not cut:
                 continue
@@ -188,8 +206,20 @@ def _blocks(acc: Accumulator, side: _Side, stream: BinaryIO, rest: bytes) -> byt
     return ring.carry.tobytes()
 
 
+def _read_on(ring: _Ring, stream: BinaryIO, *read: tuple[np.ndarray, int, int],
+             ) -> Iterator[tuple[np.ndarray, int, int]]:
+    """The blocks already read, then the rest of the file, one block per step (a block is
+    read only when the caller asks for it: the ring's buffers are reused in turn)."""
+    yield from read
+    while (got := ring.fill(stream)) is not None:
+        yield got
+
+
 def _collect(side: _Side, job: Future[Fed | None], block: np.ndarray) -> None:
-    fed = job.result()
+    _take(side, job.result(), block)
+
+
+def _take(side: _Side, fed: Fed | None, block: np.ndarray) -> None:
     if fed is None:
         raise _GiveUp  # a false boundary, or text the accumulator does not take
     side.take(fed, block)
