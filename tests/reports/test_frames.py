@@ -33,7 +33,21 @@ def test_run_totals_define_exposure_over_busy_time(analysis):
     t = frames.run_totals(frames.phase_totals(analysis))
     busy = t[s.COMPUTE_NS] + t[s.FUSED_NS] + t[s.MEMCPY_NS] + t[s.EXPOSED_NS]
     assert math.isclose(t[frames.EXPOSED_COMM_PCT], 100 * t[s.EXPOSED_NS] / busy)
-    assert math.isclose(t[s.EFFICIENCY], t[s.BOUND_NS] / t[s.TRANSFER_NS])
+    bounded = frames.phase_totals(analysis)
+    bounded = bounded[bounded[s.BOUND_NS] > 0]
+    assert math.isclose(t[s.EFFICIENCY], bounded[s.BOUND_NS].sum() / bounded[s.TRANSFER_NS].sum())
+
+
+def test_a_phase_without_a_bound_does_not_dilute_the_efficiency():
+    # GIVEN a bounded phase at 0.5 and a long barrier phase with no bound
+    import pandas as pd
+
+    phases = pd.DataFrame({s.PHASE: [s.Phase.COMBINE, s.Phase.OTHER],
+                           s.TRANSFER_NS: [100.0, 1e9], s.BOUND_NS: [50.0, 0.0]})
+    # WHEN run totals are derived THEN the efficiency is the bounded phase's
+    assert frames.run_totals(phases)[s.EFFICIENCY] == 0.5
+    # and with no bound anywhere there is no efficiency, not 0
+    assert frames.run_totals(phases.assign(**{s.BOUND_NS: 0.0}))[s.EFFICIENCY] is None
 
 
 def test_path_totals_group_by_path_and_group(analysis):

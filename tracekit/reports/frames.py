@@ -127,7 +127,9 @@ def run_totals(phases: pd.DataFrame) -> dict[str, float | None]:
     """Totals over phases, the exposed-communication share and the overall efficiency.
 
     ``busy_ns`` = compute + fused + memcpy + exposed communication: device time that was not
-    hidden. ``exposed_comm_pct`` = 100 x exposed / busy.
+    hidden. ``exposed_comm_pct`` = 100 x exposed / busy. The efficiency is bound / transfer
+    over the phases that have a bound: a phase without one (barriers, collectives replayed
+    without a size) says nothing about how close the rest came to the hardware.
     """
     out: dict[str, float | None] = {}
     for col in PHASE_SUMS:
@@ -137,7 +139,12 @@ def run_totals(phases: pd.DataFrame) -> dict[str, float | None]:
     pct = ratio(out[s.EXPOSED_NS], busy)
     out[BUSY_NS] = busy if busy else None
     out[EXPOSED_COMM_PCT] = None if pct is None else 100.0 * pct
-    out[s.EFFICIENCY] = ratio(out[s.BOUND_NS], out[s.TRANSFER_NS])
+    if s.BOUND_NS in phases and s.TRANSFER_NS in phases:
+        bounded = phases[phases[s.BOUND_NS].astype(float) > 0]
+        out[s.EFFICIENCY] = ratio(float(bounded[s.BOUND_NS].astype(float).sum()),
+                                  float(bounded[s.TRANSFER_NS].astype(float).sum()))
+    else:
+        out[s.EFFICIENCY] = None
     return out
 
 
