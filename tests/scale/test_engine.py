@@ -120,3 +120,14 @@ def test_unreachable_scheduler_is_a_config_error() -> None:
     pytest.importorskip("distributed")
     with pytest.raises(ConfigError, match="cannot reach the Dask scheduler"):
         map_per_rank(operator.neg, [1, 2], engine="dask", scheduler="tcp://127.0.0.1:9")
+
+
+def test_existing_cluster_by_scheduler_address(dask_client) -> None:
+    # GIVEN a running cluster reachable at tcp://HOST:PORT (what --scheduler takes)
+    address = dask_client.scheduler.address
+    assert address.startswith("tcp://")
+    # WHEN the engine is pointed at it THEN it runs the items there, in order, and leaves
+    # the cluster running (it is not the engine's to close)
+    assert map_per_rank(operator.neg, list(range(9)), engine="dask",
+                        scheduler=address) == [-i for i in range(9)]
+    assert len(dask_client.scheduler_info()["workers"]) == 2
