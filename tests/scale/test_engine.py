@@ -69,14 +69,19 @@ def test_bad_engine_options_are_config_errors() -> None:
 
 
 def test_ctrl_c_stops_the_workers() -> None:
-    # GIVEN workers sleeping for a minute each
+    # GIVEN workers sleeping for a minute each, and Python's Ctrl-C handler in place (a
+    # launcher such as `cmd &` in a script starts the test run with SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     started = time.monotonic()
     # WHEN Ctrl-C reaches the caller THEN it is raised there and no worker is left behind
-    with pytest.raises(KeyboardInterrupt):
-        map_per_rank(time.sleep, [60.0] * 4, jobs=2)
-    timer.cancel()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            map_per_rank(time.sleep, [60.0] * 4, jobs=2)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 60.0  # did not wait for the sleeps
     assert mp.active_children() == []
 
