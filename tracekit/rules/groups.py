@@ -236,7 +236,7 @@ def _verdict(key: dict[str, object], rules: RuleSet, topo: Topology | None,
                            desc_rule_id(str(desc), rules) or "desc"))
     ranks = key[F.RANKS_KEY]
     if ranks:
-        members = tuple(ranks)  # type: ignore[arg-type]  # a tuple of ints (_as_key)
+        members: tuple[int, ...] = tuple(ranks)  # type: ignore[arg-type]  # _as_key made it
         ev.append(Evidence(f"ranks {_listed(members)} (topology)",
                            _rank_candidates(topo, members), "topology.members"))
     name = key[S.PG_NAME]
