@@ -294,7 +294,7 @@ def _parse(task: BatchTask, path: Path) -> _Parsed | RankDone:
 def process_batch(task: BatchTask) -> list[RankDone]:
     """The per-rank pipeline for the files of one batch (top-level: it runs in workers)."""
     done: dict[str, RankDone] = {}
-    parsed: list[_Parsed] = []
+    parsed: dict[int, _Parsed] = {}  # by rank
     for name in task.paths:
         path = Path(name)
         try:
@@ -303,20 +303,25 @@ def process_batch(task: BatchTask) -> list[RankDone]:
         except BadInputError:
             # stop at the first bad file, as one file per task would: the ranks before it
             # are finished and written first
-            for topo, group in _topology_groups(task, parsed):
-                _process_group(task, group, topo)
+            _finish(task, list(parsed.values()))
             raise
         if isinstance(item, RankDone):
             done[name] = item
             continue
-        if any(p.rank == item.rank for p in parsed):
-            first = next(p for p in parsed if p.rank == item.rank)
-            raise BadInputError(f"rank {item.rank} appears twice ({first.path.name} and "
-                                f"{path.name})", path.parent)
-        parsed.append(item)
+        if item.rank in parsed:
+            raise BadInputError(f"rank {item.rank} appears twice ({parsed[item.rank].path.name}"
+                                f" and {path.name})", path.parent)
+        parsed[item.rank] = item
+    done.update(_finish(task, list(parsed.values())))
+    return [done[name] for name in task.paths]
+
+
+def _finish(task: BatchTask, parsed: list[_Parsed]) -> dict[str, RankDone]:
+    """Attribute, measure and write the parsed ranks, a topology group at a time."""
+    done: dict[str, RankDone] = {}
     for topo, group in _topology_groups(task, parsed):
         done.update(_process_group(task, group, topo))
-    return [done[name] for name in task.paths]
+    return done
 
 
 def _topology_groups(task: BatchTask, parsed: list[_Parsed]) -> list[tuple[Any, list[_Parsed]]]:
