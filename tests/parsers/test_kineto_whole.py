@@ -13,6 +13,7 @@ from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.parsers import kineto_native, kineto_parse, kineto_read
 from tracekit.parsers.kineto import load_kineto_file
+from tracekit.parsers.kineto_decode import RAW_IDX
 from tracekit.parsers.kineto_parse import _meta
 from tracekit.parsers.kineto_whole import read_whole
 
@@ -178,3 +179,68 @@ def test_bad_input_is_worded_by_the_piece_path(
     assert read_whole(path, _meta) is None
     with pytest.raises(BadInputError, match=r"event 8 .* has no dur"):
         load_kineto_file(path)
+
+
+# communication args in forms the accumulator leaves to msgspec (the event's args are
+# decoded in Python beside the rows read in C), or reads itself at the edge of a type
+MIXED_COMM = {
+    "int_group_name": {"Process Group Name": 0},
+    "split_as_a_list": {"Collective name": "all_to_all", "In split size": [512, 512],
+                        "Out split size": [256, 768]},
+    "ranks_as_a_list": {"Process Group Ranks": [0, 1]},
+    "escaped_description": {"Process Group Description": "tp\\/device\\n"},
+    "largest_comms_id": {"Comms Id": 2**64 - 1},
+    "comms_id_beyond_uint64": {"Comms Id": 2**64},
+    "negative_comms_id": {"Comms Id": -5},
+    "nineteen_digit_seq": {"Seq": 10**18 + 7},
+    "seq_beyond_int64": {"Seq": 2**63},
+    "null_values": {"dtype": None, "Group size": None, "Process Group Name": None},
+    "size_era": {"Collective name": None, "In msg nelems": None, "In msg size": 4096,
+                 "Out msg size": 4096},
+    "no_collective": {"Collective name": None, "In msg nelems": None},
+}
+
+
+@pytest.mark.parametrize("case", sorted(MIXED_COMM))
+def test_comm_args_of_every_form_give_the_piece_paths_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    # GIVEN a trace in small blocks where every third collective's record_param_comms (and
+    # its kernel) carries one unusual communication value, and a flow event with comm args
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 900)
+    events = threads()
+    for i in range(24):
+        odd = i % 3 == 1
+        for e in step(i):
+            if odd and (e["name"] == "record_param_comms" or e["cat"] == "kernel"):
+                e = {**e, "args": {**e["args"], **RPC, **MIXED_COMM[case]}}
+            events.append(e)
+    events.append({"ph": "s", "id": 99, "pid": 1, "tid": 1, "ts": 5.0, "cat": "ac2g",
+                   "name": "ac2g", "args": RPC})
+    path = write(tmp_path / "t.json", events)
+    # WHEN parsed normally and by the piece path THEN the tables (or the error) are equal
+    assert_same(path, monkeypatch)
+
+
+def test_comm_rows_read_in_c_and_by_msgspec_interleave_in_event_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN collectives whose args alternate between the plain form and an integer group
+    # name (decoded by msgspec), over many blocks
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 700)
+    events = threads()
+    for i in range(30):
+        for e in step(i):
+            if e["name"] == "record_param_comms" and i % 2:
+                e = {**e, "args": {**e["args"], "Process Group Name": 0, "Seq": 1000 + i}}
+            events.append(e)
+    path = write(tmp_path / "t.json", events)
+    # WHEN read whole THEN the accumulator takes the file with one comm row per collective,
+    # in event order
+    raw = read_whole(path, _meta)
+    assert raw is not None and raw.comm is not None
+    idx = raw.comm.column(RAW_IDX).to_pylist()
+    assert idx == sorted(idx) and len(idx) == 30
+    assert raw.comm.column(S.SEQ).to_pylist() == [3 if i % 2 == 0 else 1000 + i
+                                                  for i in range(30)]
+    assert set(raw.comm.column(S.PG_NAME).to_pylist()) == {"0"}
+    # AND EVENTS equals the piece path's
+    assert_same(path, monkeypatch)

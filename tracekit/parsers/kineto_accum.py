@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.parsers import kineto_accum_c as A
+from tracekit.parsers.kineto_decode import COMM_FIELDS
 
 N_PTRS = (len(A.ROW_INT64) + len(A.ROW_INT32) + len(A.ROW_VALID) + len(A.FLAG_INT64)
           + len(A.FLAG_INT8) + 4)
@@ -62,6 +63,12 @@ class Accumulator:
     def arrays(self) -> list[int]:
         out = (ctypes.c_void_p * N_PTRS)()
         self.lib.tk_acc_arrays(self.ptr, out)
+        return [p or 0 for p in out]
+
+    def comm_arrays(self) -> list[int]:
+        """Pointers of the communication rows (see tk_acc_comm)."""
+        out = (ctypes.c_void_p * (2 * len(COMM_FIELDS) + 3))()
+        self.lib.tk_acc_comm(self.ptr, out)
         return [p or 0 for p in out]
 
     def feed(self, block: np.ndarray, length: int) -> Fed | None:

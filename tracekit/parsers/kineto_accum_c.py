@@ -10,8 +10,13 @@ block of events at a time, and finishes them itself:
   unifying gives);
 - ``ts`` / ``dur`` become exact integer nanoseconds from their text (ints, and floats with at
   most three decimals: what both rules of ``kineto_decode.exact_ns`` give them);
-- ids get an Arrow validity bitmap; the few events whose args carry communication,
-  record_shapes or thread-name keys are listed (index, row, phase, name code, pid, tid and
+- ids get an Arrow validity bitmap;
+- the communication args (kineto_decode.COMM_FIELDS) of a timed event are read here into
+  one row per event, when every value has the plain form the strict msgspec decoder gives:
+  a string without escapes (string fields), an int of at most 18 digits (a uint64 for
+  ``Comms Id``), or null. Strings get codes in a third dictionary;
+- the few events whose args carry record_shapes or thread-name keys, or a communication
+  value of any other form, are listed (index, row, phase, name code, pid, tid, comm state and
   the span of the args object in the block) for Python to decode with msgspec.
 
 It is as strict as the piece scanner (same helpers): anything unusual, a bad event, or a
@@ -32,10 +37,16 @@ ROW_INT32 = ("name", "cat")
 ROW_VALID = ("name", "cat", "pid", "tid", "ts", "dur", "external_id", "correlation", "py_id",
              "py_parent_id")
 FLAG_INT64 = ("event", "row", "pid", "tid", "aoff", "alen", "name")
-FLAG_INT8 = ("phase", "pid_state", "tid_state")
+FLAG_INT8 = ("phase", "pid_state", "tid_state", "comm")
 PHASE_OTHER, PHASE_TIMED, PHASE_META = 0, 1, 2
+# the FLAG_INT8 "comm" state of a flagged event: no communication row read here, a row read
+# here (its args are decoded again only for their record_shapes or thread-name keys), or
+# values left to msgspec (the event's args are decoded and msgspec decides)
+COMM_NONE, COMM_READ, COMM_SLOW = 0, 1, 2
+# how the accumulator reads each communication arg (kineto_decode.COMM_FIELDS order)
+COMM_STRING, COMM_INT64, COMM_UINT64 = 0, 1, 2
 # tk_acc_info fields
-INFO = ("rows", "events", "flags", "names", "cats")
+INFO = ("rows", "events", "flags", "names", "cats", "comm_rows", "comm_strings")
 
 _ACC = r"""
 
@@ -48,8 +59,18 @@ typedef struct {
     int32_t *rc[2];   /* ROW_INT32 */
     uint8_t *rv[10];  /* ROW_VALID bitmaps */
     int64_t *fi[7];   /* FLAG_INT64 */
-    int8_t *fb[3];    /* FLAG_INT8 */
-    Dict dict[2];
+    int8_t *fb[4];    /* FLAG_INT8 */
+    Dict dict[3];     /* name, cat, communication strings */
+    /* communication rows: event index, and per COMM field its value (int, uint64 bits or
+       string code) and whether it has one */
+    int64_t crows, ccap;
+    int64_t *cev;
+    int64_t *cval[NCOMM];
+    int8_t *cok[NCOMM];
+    /* the communication args of the event being read: state 0 absent, 1 null, 2 a value */
+    int64_t ev_val[NCOMM];
+    int8_t ev_state[NCOMM];
+    int ev_any, ev_slow;
     int oom;
     const uint8_t *base;
     /* the event being read */
@@ -87,13 +108,75 @@ static int grow_flags(Acc *a) {
         if (!q) return -1;
         a->fi[c] = q;
     }
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         int8_t *q = (int8_t *)realloc(a->fb[c], (size_t)cap);
         if (!q) return -1;
         a->fb[c] = q;
     }
     a->fcap = cap;
     return 0;
+}
+
+static int grow_comm(Acc *a) {
+    int64_t cap = a->ccap ? a->ccap * 2 : 1024;
+    int64_t *q = (int64_t *)realloc(a->cev, sizeof(int64_t) * (size_t)cap);
+    if (!q) return -1;
+    a->cev = q;
+    for (int c = 0; c < NCOMM; c++) {
+        int64_t *v = (int64_t *)realloc(a->cval[c], sizeof(int64_t) * (size_t)cap);
+        if (!v) return -1;
+        a->cval[c] = v;
+        int8_t *k = (int8_t *)realloc(a->cok[c], (size_t)cap);
+        if (!k) return -1;
+        a->cok[c] = k;
+    }
+    a->ccap = cap;
+    return 0;
+}
+
+/* one communication value; anything but the plain form marks the event slow (msgspec then
+   decodes its args); NULL only for text that is not JSON */
+static P acc_comm(P p, P e, Acc *a, int k) {
+    int plain, is_int;
+    int64_t iv;
+    P q;
+    a->ev_any = 1;
+    if (a->ev_state[k]) { a->ev_slow = 1; return skip_value(p, e, 2); } /* a repeated key */
+    if (*p == 'n') { a->ev_state[k] = 1; return literal(p, e, "null"); }
+    if (COMM_KIND[k] == 0) {
+        int32_t code;
+        if (*p != '"') { a->ev_slow = 1; return skip_value(p, e, 2); }
+        q = str_end(p, e, &plain);
+        if (!q) return NULL;
+        if (!plain) { a->ev_slow = 1; return q; }
+        code = dict_code(&a->dict[2], p + 1, (size_t)(q - p - 2));
+        if (code < 0) { a->oom = 1; return NULL; }
+        a->ev_val[k] = code;
+        a->ev_state[k] = 2;
+        return q;
+    }
+    if (*p != '-' && (*p < '0' || *p > '9')) { a->ev_slow = 1; return skip_value(p, e, 2); }
+    q = number(p, e, &is_int, &iv, NULL);
+    if (!q) return NULL;
+    if (COMM_KIND[k] == 1) {
+        if (is_int != 1) { a->ev_slow = 1; return q; }
+        a->ev_val[k] = iv;
+        a->ev_state[k] = 2;
+        return q;
+    }
+    /* uint64: a non-negative int of at most 20 digits that fits */
+    if (!is_int || *p == '-' || q - p > 20) { a->ev_slow = 1; return q; }
+    {
+        uint64_t u = 0;
+        for (P d = p; d < q; d++) {
+            uint64_t digit = (uint64_t)(*d - '0');
+            if (u > (UINT64_MAX - digit) / 10) { a->ev_slow = 1; return q; }
+            u = u * 10 + digit;
+        }
+        memcpy(&a->ev_val[k], &u, sizeof u);
+    }
+    a->ev_state[k] = 2;
+    return q;
 }
 
 static void set_valid(Acc *a, int c, int64_t r, int v) {
@@ -193,9 +276,13 @@ static P acc_args(P p, P e, Acc *a, int64_t r) {
             seen |= 1u << which;
             p = acc_int(p, e, a, 5 + which, r, 0);
         } else {
-            if (match_FLAG(ks, (size_t)(ke - 1 - ks)) >= 0)
-                flag = 1;
-            p = skip_value(p, e, 2);
+            int k = match_FLAG(ks, (size_t)(ke - 1 - ks));
+            if (k >= 0 && k < NCOMM) {
+                p = acc_comm(p, e, a, k);
+            } else {
+                if (k >= 0) flag = 1;
+                p = skip_value(p, e, 2);
+            }
         }
         if (!p) return NULL;
         p = ws(p, e);
@@ -205,7 +292,7 @@ static P acc_args(P p, P e, Acc *a, int64_t r) {
         return NULL;
     }
 done:
-    if (flag) {
+    if (flag || a->ev_slow) {
         a->aoff = start - a->base;
         a->alen = p - start;
     }
@@ -252,6 +339,8 @@ static P acc_event(P p, P e, Acc *a, int64_t r) {
     for (int c = 1; c < 9; c++) a->ri[c][r] = 0;
     a->ph_kind = PH_NONE;
     a->alen = 0;
+    if (a->ev_any) { memset(a->ev_state, 0, sizeof a->ev_state); a->ev_any = 0; }
+    a->ev_slow = 0;
     a->fpid = a->ftid = 0;
     a->fps = a->fts = 0;
     p = ws(p + 1, e);
@@ -307,8 +396,10 @@ void tk_acc_free(Acc *a) {
     for (int c = 0; c < 2; c++) free(a->rc[c]);
     for (int c = 0; c < 10; c++) free(a->rv[c]);
     for (int c = 0; c < 7; c++) free(a->fi[c]);
-    for (int c = 0; c < 3; c++) free(a->fb[c]);
-    for (int c = 0; c < 2; c++) { free(a->dict[c].data); free(a->dict[c].off);
+    for (int c = 0; c < 4; c++) free(a->fb[c]);
+    free(a->cev);
+    for (int c = 0; c < NCOMM; c++) { free(a->cval[c]); free(a->cok[c]); }
+    for (int c = 0; c < 3; c++) { free(a->dict[c].data); free(a->dict[c].off);
                                   free(a->dict[c].slots); }
     free(a);
 }
@@ -333,22 +424,41 @@ static int64_t last_boundary(P buf, int64_t len) {
    ','. Unless whole, only up to the last event boundary (*used: the bytes consumed).
    Returns the events read, or -1 (the block's rows, events and flags are rolled back). */
 int64_t tk_acc_feed(Acc *a, const uint8_t *buf, int64_t len, int whole, int64_t *used) {
-    int64_t rows0 = a->rows, events0 = a->events, flags0 = a->flags, n = 0;
-    int32_t dn[2], dl[2];
+    int64_t rows0 = a->rows, events0 = a->events, flags0 = a->flags, crows0 = a->crows, n = 0;
+    int32_t dn[3], dl[3];
     int64_t end = whole ? len : last_boundary(buf, len);
     P p, e = buf + end;
     *used = 0;
-    for (int c = 0; c < 2; c++) { dn[c] = a->dict[c].n; dl[c] = a->dict[c].dlen; }
+    for (int c = 0; c < 3; c++) { dn[c] = a->dict[c].n; dl[c] = a->dict[c].dlen; }
     if (end <= 0) return 0;
     a->base = buf;
     p = ws(buf, e);
     if (p < e && *p == ',') p = ws(p + 1, e);
     while (p < e) {
+        int comm;
         if (*p != '{') goto fail;
         if (a->rows >= a->rcap && grow_rows(a) < 0) { a->oom = 1; goto fail; }
         p = acc_event(p, e, a, a->rows);
         if (!p) goto fail;
         if (TIMED(a->ph_kind)) a->ri[0][a->rows] = a->events;
+        comm = COMM_NONE_;
+        if (a->ev_slow) {
+            comm = COMM_SLOW_;
+        } else if (a->ev_any && TIMED(a->ph_kind) &&
+                   (a->ev_state[0] == 2 || a->ev_state[2] == 2 || a->ev_state[4] == 2)) {
+            /* a communication row (kineto_whole._has_comm: a collective name, In msg
+               nelems or In msg size) */
+            int64_t c = a->crows;
+            if (c >= a->ccap && grow_comm(a) < 0) { a->oom = 1; goto fail; }
+            a->cev[c] = a->events;
+            for (int k = 0; k < NCOMM; k++) {
+                int has = a->ev_state[k] == 2;
+                a->cval[k][c] = has ? a->ev_val[k] : 0;
+                a->cok[k][c] = (int8_t)has;
+            }
+            a->crows++;
+            comm = COMM_READ_;
+        }
         if (a->alen > 0) {
             int64_t f = a->flags;
             if (f >= a->fcap && grow_flags(a) < 0) { a->oom = 1; goto fail; }
@@ -362,6 +472,7 @@ int64_t tk_acc_feed(Acc *a, const uint8_t *buf, int64_t len, int whole, int64_t 
             a->fb[0][f] = (int8_t)(TIMED(a->ph_kind) ? 1 : a->ph_kind == PH_M ? 2 : 0);
             a->fb[1][f] = a->fps;
             a->fb[2][f] = a->fts;
+            a->fb[3][f] = (int8_t)comm;
             a->flags++;
         }
         if (TIMED(a->ph_kind)) a->rows++;
@@ -379,7 +490,8 @@ fail:
     a->rows = rows0;
     a->events = events0;
     a->flags = flags0;
-    for (int c = 0; c < 2; c++) { a->dict[c].n = dn[c]; a->dict[c].dlen = dl[c]; }
+    a->crows = crows0;
+    for (int c = 0; c < 3; c++) { a->dict[c].n = dn[c]; a->dict[c].dlen = dl[c]; }
     return -1;
 }
 
@@ -391,9 +503,14 @@ int64_t tk_boundary(const uint8_t *buf, int64_t len) {
 /* reading is over: free what only reading needs (flags, hash slots) */
 void tk_acc_done(Acc *a) {
     for (int c = 0; c < 7; c++) { free(a->fi[c]); a->fi[c] = NULL; }
-    for (int c = 0; c < 3; c++) { free(a->fb[c]); a->fb[c] = NULL; }
+    for (int c = 0; c < 4; c++) { free(a->fb[c]); a->fb[c] = NULL; }
     a->fcap = a->flags = 0;
-    for (int c = 0; c < 2; c++) {
+    free(a->cev);
+    a->cev = NULL;
+    for (int c = 0; c < NCOMM; c++) { free(a->cval[c]); free(a->cok[c]);
+                                      a->cval[c] = NULL; a->cok[c] = NULL; }
+    a->ccap = a->crows = 0;
+    for (int c = 0; c < 3; c++) {
         free(a->dict[c].slots);
         a->dict[c].slots = NULL;
         a->dict[c].nslots = 0;
@@ -403,6 +520,7 @@ void tk_acc_done(Acc *a) {
 void tk_acc_info(Acc *a, int64_t *out) {
     out[0] = a->rows; out[1] = a->events; out[2] = a->flags;
     out[3] = a->dict[0].n; out[4] = a->dict[1].n;
+    out[5] = a->crows; out[6] = a->dict[2].n;
 }
 
 /* pointers: ROW_INT64, ROW_INT32, ROW_VALID, FLAG_INT64, FLAG_INT8, then per dictionary
@@ -413,13 +531,30 @@ void tk_acc_arrays(Acc *a, void **out) {
     for (int c = 0; c < 2; c++) out[k++] = a->rc[c];
     for (int c = 0; c < 10; c++) out[k++] = a->rv[c];
     for (int c = 0; c < 7; c++) out[k++] = a->fi[c];
-    for (int c = 0; c < 3; c++) out[k++] = a->fb[c];
+    for (int c = 0; c < 4; c++) out[k++] = a->fb[c];
     for (int c = 0; c < 2; c++) { out[k++] = a->dict[c].off; out[k++] = a->dict[c].data; }
+}
+
+/* the communication rows: event index, NCOMM value arrays, NCOMM has-value arrays, then the
+   offsets and data of their strings' dictionary */
+void tk_acc_comm(Acc *a, void **out) {
+    int k = 0;
+    out[k++] = a->cev;
+    for (int c = 0; c < NCOMM; c++) out[k++] = a->cval[c];
+    for (int c = 0; c < NCOMM; c++) out[k++] = a->cok[c];
+    out[k++] = a->dict[2].off;
+    out[k++] = a->dict[2].data;
 }
 """
 
 
 def source(event_keys: tuple[str, ...], id_keys: tuple[str, ...],
-           flag_keys: tuple[str, ...]) -> str:
-    """The accumulator's C source (the piece scanner's helpers and key tables included)."""
-    return J.common(event_keys, id_keys, flag_keys) + D.DICT + _ACC
+           flag_keys: tuple[str, ...], comm_kinds: tuple[int, ...]) -> str:
+    """The accumulator's C source (the piece scanner's helpers and key tables included);
+    ``flag_keys`` start with the communication keys, read as ``comm_kinds`` (COMM_*)."""
+    kinds = ", ".join(str(k) for k in comm_kinds)
+    head = (f"#define NCOMM {len(comm_kinds)}\n"
+            f"static const int8_t COMM_KIND[NCOMM] = {{{kinds}}};\n"
+            f"enum {{ COMM_NONE_ = {COMM_NONE}, COMM_READ_ = {COMM_READ}, "
+            f"COMM_SLOW_ = {COMM_SLOW} }};\n")
+    return J.common(event_keys, id_keys, flag_keys) + D.DICT + head + _ACC

@@ -109,7 +109,7 @@ def accumulator() -> ctypes.CDLL | None:
         return None
     from tracekit.parsers import kineto_accum_c as A
 
-    lib = _load("kineto_accum", A.source(EVENT_KEYS, ID_KEYS, FLAG_KEYS))
+    lib = _load("kineto_accum", A.source(EVENT_KEYS, ID_KEYS, FLAG_KEYS, comm_kinds()))
     if lib is None:
         return None
     lib.tk_acc_new.argtypes = []
@@ -123,10 +123,21 @@ def accumulator() -> ctypes.CDLL | None:
     lib.tk_acc_feed.restype = ctypes.c_int64
     lib.tk_acc_done.argtypes = [ctypes.c_void_p]
     lib.tk_acc_done.restype = None
-    for fn in (lib.tk_acc_info, lib.tk_acc_arrays):
+    for fn in (lib.tk_acc_info, lib.tk_acc_arrays, lib.tk_acc_comm):
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         fn.restype = None
     return lib
+
+
+def comm_kinds() -> tuple[int, ...]:
+    """How the accumulator reads each communication arg (the first FLAG_KEYS): by its
+    column type in the comm side table."""
+    from tracekit.parsers import kineto_accum_c as A
+    from tracekit.parsers.kineto_decode import COMM_FIELDS
+    from tracekit.parsers.kineto_piece import COMM_TYPES
+
+    kind = {pa.string(): A.COMM_STRING, pa.int64(): A.COMM_INT64, pa.uint64(): A.COMM_UINT64}
+    return tuple(kind[COMM_TYPES[f]] for f in COMM_FIELDS)
 
 
 def available() -> bool:

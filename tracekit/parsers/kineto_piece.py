@@ -239,13 +239,15 @@ def _coerce(value: Any, kind: pa.DataType) -> Any:
         return value if isinstance(value, str) else str(value)
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value if value >= 0 or not pa.types.is_unsigned_integer(kind) else None
     if isinstance(value, str):
         try:
-            return int(value)
+            value = int(value)
         except ValueError:
             return None
+    if isinstance(value, int):
+        lo, hi = ((0, 1 << kind.bit_width) if pa.types.is_unsigned_integer(kind)
+                  else (-(1 << (kind.bit_width - 1)), 1 << (kind.bit_width - 1)))
+        return value if lo <= value < hi else None  # beyond the column's type: no value
     return None
 
 

@@ -1,8 +1,10 @@
 """The accumulator's columns as the raw timed-event table of RawTrace, over its C memory
-(Arrow buffers whose base is the Accumulator: no copy), and the record_shapes side list."""
+(Arrow buffers whose base is the Accumulator: no copy), the communication rows it read, and
+the record_shapes side list."""
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -11,8 +13,9 @@ import pyarrow as pa
 from tracekit import schema as S
 from tracekit.parsers import kineto_accum_c as A
 from tracekit.parsers.kineto_accum import Accumulator
-from tracekit.parsers.kineto_codes import dict_codes
-from tracekit.parsers.kineto_piece import _any_prefix, _codes_matching
+from tracekit.parsers.kineto_codes import dict_codes, masked
+from tracekit.parsers.kineto_decode import COMM_FIELDS, RAW_IDX
+from tracekit.parsers.kineto_piece import COMM_TYPES, _any_prefix, _codes_matching
 
 
 def _buffer(ptr: int, nbytes: int, owner: Accumulator) -> pa.Buffer:
@@ -68,6 +71,44 @@ def timed_table(owner: Accumulator) -> tuple[pa.Table, pa.DictionaryArray]:
         S.PY_PARENT_ID: ints("py_parent_id"),
     })
     return table, name
+
+
+def comm_rows(owner: Accumulator) -> pa.Table | None:
+    """The communication rows the accumulator read (RAW_IDX + COMM_FIELDS, as
+    kineto_piece.comm_table types them), copied out of its memory; None when there is none."""
+    n = owner.info()["comm_rows"]
+    if not n:
+        return None
+    ptrs = owner.comm_arrays()
+    k = len(COMM_FIELDS)
+    strings = _strings(ptrs[-2], ptrs[-1], owner.info()["comm_strings"])
+    cols: dict[str, pa.Array] = {RAW_IDX: masked(_copy(ptrs[0], ctypes.c_int64, n), None,
+                                                 pa.int64())}
+    for i, f in enumerate(COMM_FIELDS):
+        values = _copy(ptrs[1 + i], ctypes.c_int64, n)
+        has = _copy(ptrs[1 + k + i], ctypes.c_int8, n).astype(bool)
+        kind = COMM_TYPES[f]
+        if pa.types.is_string(kind):
+            cols[f] = strings.take(masked(values.astype(np.int32), has, pa.int32()))
+        else:
+            cols[f] = masked(values.view(np.uint64) if kind == pa.uint64() else values, has,
+                             kind)
+    return pa.table(cols)
+
+
+def _copy(ptr: int, ctype: Any, n: int) -> np.ndarray:
+    arr = (ctype * n).from_address(ptr)
+    return np.ctypeslib.as_array(arr).copy()
+
+
+def _strings(off_ptr: int, data_ptr: int, size: int) -> pa.StringArray:
+    """A copy of an accumulator dictionary's strings."""
+    if not size:
+        return pa.array([], pa.string())
+    offsets = _copy(off_ptr, ctypes.c_int32, size + 1)
+    end = int(offsets[size])
+    data = ctypes.string_at(data_ptr, end) if end else b""
+    return pa.StringArray.from_buffers(size, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def shape_ops(table: pa.Table, name: pa.DictionaryArray,
