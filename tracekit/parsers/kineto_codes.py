@@ -33,16 +33,25 @@ def encode_codes(codes: np.ndarray, values: Sequence[str | None]) -> pa.Dictiona
     distinct: dict[str, int] = {}
     canon = np.array([distinct.setdefault(v, len(distinct)) if v is not None else -1
                       for v in values] + [-1], dtype=np.int32)
-    row = canon[np.where(codes < 0, len(values), codes)]  # negative codes read the last -1
-    seen = pc.unique(pa.Array.from_buffers(pa.int32(), len(row), [None, pa.py_buffer(row)]))
-    order = seen.to_numpy()
-    order = order[order >= 0]
+    n = len(codes)
+    if n and int(codes.min()) < -1:
+        codes = np.where(codes < 0, -1, codes)
+    # the distinct values in order of first appearance, from the codes in theirs (one hash
+    # pass over the codes; the value table is small)
+    codes32 = np.ascontiguousarray(codes, dtype=np.int32)
+    seen = pc.unique(pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(codes32)]))
+    order = list(dict.fromkeys(c for c in canon[seen.to_numpy()].tolist() if c >= 0))
     remap = np.full(len(distinct) + 1, -1, dtype=np.int32)
-    remap[order] = np.arange(order.size, dtype=np.int32)
-    row = remap[row]  # -1 reads the last slot, -1
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    table = remap[canon]  # code -> final code; code -1 reads the last slot, -1
+    if np.array_equal(table[:-1], np.arange(len(values), dtype=np.int32)):
+        row = codes32 if codes32 is not codes else codes32.copy()
+    else:
+        row = np.take(table, codes32)  # int32 indices without an intp copy
     texts = list(distinct)
-    dictionary = pa.array([texts[k] for k in order.tolist()], pa.string())
-    indices = masked(row, row >= 0, pa.int32())
+    dictionary = pa.array([texts[k] for k in order], pa.string())
+    nulls = n and int(row.min()) < 0  # no null: no mask to build
+    indices = masked(row, row >= 0 if nulls else None, pa.int32())
     return pa.DictionaryArray.from_arrays(indices, dictionary)
 
 

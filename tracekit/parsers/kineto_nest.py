@@ -2,6 +2,11 @@
 
 Used to carry communication metadata between the levels of one collective on the CPU side:
 ``c10d::allreduce_`` > ``record_param_comms`` > ``nccl:all_reduce`` (TRACE_FORMATS.md A.2).
+
+Also the row-level helpers the assembly steps share: masks of dictionary values, int64
+gathers that read validity bits in numpy (``ints_at``), lookups of the first row with an id
+(``FirstIndex``: a table indexed by id when the ids are dense) and the launch of each
+correlation id (``Launches``, built once per file for ``_link`` and the call sites).
 """
 
 from __future__ import annotations
@@ -30,7 +35,19 @@ def dict_mask(col: pa.Array | pa.ChunkedArray, values: Sequence[str]) -> np.ndar
     else:
         hit = np.asarray(pc.fill_null(pc.is_in(arr.dictionary, pa.array(values, pa.string())),
                                       False), dtype=bool)
-    return np.append(hit, False)[codes(arr)]  # code -1 (null) reads the appended False
+    return code_mask(codes(arr), hit)
+
+
+def code_mask(row_codes: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """Rows whose code is a hit: a few hit codes are compared (one pass each, cheaper than
+    a lookup per row), more are looked up."""
+    found = np.flatnonzero(hit)
+    if found.size <= 3:
+        mask = np.zeros(row_codes.size, dtype=bool)
+        for code in found.tolist():
+            mask |= row_codes == code
+        return mask
+    return np.take(np.append(hit, False), row_codes)  # code -1 reads the appended False
 
 
 def codes(arr: pa.DictionaryArray) -> np.ndarray:
@@ -38,6 +55,112 @@ def codes(arr: pa.DictionaryArray) -> np.ndarray:
     null (usable as indices into a per-value table with one extra slot at the end)."""
     indices = arr.indices if arr.null_count == 0 else pc.fill_null(arr.indices, -1)
     return indices.to_numpy(zero_copy_only=False)
+
+
+def valid_mask(arr: pa.Array) -> np.ndarray:
+    """numpy bool mask of the rows of ``arr`` that hold a value, unpacked from its validity
+    bitmap (a conversion of ``is_valid`` builds an Arrow boolean array first)."""
+    n = len(arr)
+    bitmap = arr.buffers()[0]
+    if not arr.null_count or bitmap is None:
+        return np.full(n, arr.null_count == 0, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), count=arr.offset + n,
+                         bitorder="little")
+    return bits[arr.offset:].view(bool)
+
+
+def filled_ints(col: pa.ChunkedArray | pa.Array, fill: int = -1) -> np.ndarray:
+    """int64 numpy values of an int64 column with nulls as ``fill`` (read-only; no copy
+    when it has no null): a column gathered from several times is filled once, and each
+    gather from it costs a fifth of one that reads validity bits per row."""
+    arr = one_chunk(col)
+    if arr.type != pa.int64() or not len(arr):
+        return np.asarray(pc.fill_null(arr, fill).to_numpy(zero_copy_only=False),
+                          dtype=np.int64)
+    off = arr.offset
+    values = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=off + len(arr))[off:]
+    if not arr.null_count:
+        return values
+    valid = np.unpackbits(np.frombuffer(arr.buffers()[0], dtype=np.uint8),
+                          count=off + len(arr), bitorder="little").view(bool)[off:]
+    return np.where(valid, values, fill)
+
+
+def ints_at(col: pa.ChunkedArray | pa.Array | np.ndarray, rows: np.ndarray,
+            fill: int = -1) -> np.ndarray:
+    """int64 numpy values of an integer column at ``rows`` (nulls as ``fill``); a writable
+    copy. ``col`` may be a ``filled_ints`` array (filled with the same ``fill``). An int64
+    column is indexed in numpy, its validity bits read at ``rows`` (Arrow's take, fill_null
+    and conversion cost about five times as much)."""
+    if isinstance(col, np.ndarray):
+        return col[rows]
+    arr = one_chunk(col)
+    rows = np.asarray(rows, dtype=np.int64)
+    if arr.type != pa.int64() or not len(arr):
+        taken = arr.take(pa.array(rows, pa.int64()))
+        return np.array(pc.fill_null(taken, fill).to_numpy(zero_copy_only=False),
+                        dtype=np.int64)
+    off = arr.offset
+    values = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=off + len(arr))[off:][rows]
+    if arr.null_count:
+        at = rows + off
+        bits = np.frombuffer(arr.buffers()[0], dtype=np.uint8)
+        values[((bits[at >> 3] >> (at & 7)) & 1) == 0] = fill
+    return values
+
+
+class FirstIndex:
+    """``find(keys)``: the position in ``ids`` of the first id equal to each key (-1: none,
+    or a negative key), what a stable argsort of ``ids`` and a left search give. Dense ids
+    (the largest below ``limit``) are looked up in a table indexed by id instead."""
+
+    def __init__(self, ids: np.ndarray, limit: int) -> None:
+        self._table: np.ndarray | None = None
+        top = int(ids.max()) if ids.size else -1
+        if 0 <= top < limit:
+            own = np.flatnonzero(ids >= 0)
+            table = np.full(top + 1, -1, dtype=np.int32)  # positions fit: half the memory
+            table[ids[own]] = own
+            if (table[ids[own]] == own).all():  # no id twice: the table is exact
+                self._table = table
+                return
+        self._order = np.argsort(ids, kind="stable")
+        self._sorted = ids[self._order]
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        out = np.full(keys.size, -1, dtype=np.int64)
+        if self._table is not None:
+            ok = (keys >= 0) & (keys < self._table.size)
+            out[ok] = self._table[keys[ok]]
+        elif self._sorted.size:
+            pos = np.clip(np.searchsorted(self._sorted, keys), 0, self._sorted.size - 1)
+            hit = (self._sorted[pos] == keys) & (keys >= 0)
+            out[hit] = self._order[pos[hit]]
+        return out
+
+
+class Launches:
+    """The runtime event (the launch) of each correlation id: ``find(keys)`` gives the row
+    of the first runtime row carrying each key (-1: none). Built on first use and shared by
+    the steps that follow device events to their launch, with the correlation and External
+    id columns they read (``filled_ints`` arrays or Arrow columns)."""
+
+    def __init__(self, kind: pa.Array | pa.ChunkedArray,
+                 correlation: pa.ChunkedArray | np.ndarray,
+                 external: pa.ChunkedArray | np.ndarray) -> None:
+        self._kind = kind
+        self.correlation, self.external = correlation, external
+        self._rows = np.zeros(0, dtype=np.int64)
+        self._index: FirstIndex | None = None
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        if self._index is None:
+            self._rows = np.flatnonzero(dict_mask(self._kind, (Kind.RUNTIME,)))
+            corr = ints_at(self.correlation, self._rows)
+            self._index = FirstIndex(corr, 4 * corr.size + 1024)
+            self._kind = None  # type: ignore[assignment]
+        pos = self._index.find(keys)
+        return np.where(pos >= 0, self._rows[np.maximum(pos, 0)] if self._rows.size else -1, -1)
 
 
 def unique_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
@@ -89,14 +212,10 @@ class Nest:
         title = np.asarray(_prefix_mask(name, TITLE_PREFIXES), dtype=bool)
         comm_op = dict_mask(kind, (Kind.COMM_OP,))
         self.rows = np.flatnonzero(wrapper | title | comm_op)
-        at = pa.array(self.rows, pa.int64())
-
-        def col(key: str, fill: int = -1) -> np.ndarray:
-            return np.array(pc.fill_null(t.column(key).take(at), fill).to_numpy(
-                zero_copy_only=False), dtype=np.int64)
-
-        self.pid, self.tid, self.ts = col(S.PID), col(S.TID), col(S.TS_NS)
-        self.end = self.ts + col(S.DUR_NS, 0)
+        self.pid = ints_at(t.column(S.PID), self.rows)
+        self.tid = ints_at(t.column(S.TID), self.rows)
+        self.ts = ints_at(t.column(S.TS_NS), self.rows)
+        self.end = self.ts + ints_at(t.column(S.DUR_NS), self.rows, 0)
         self.wrapper, self.title = wrapper[self.rows], title[self.rows]
         self.comm_op = comm_op[self.rows]
 
@@ -157,8 +276,10 @@ def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> pa.Array |
     if len(col.dictionary) <= _SMALL_DICT:
         first = tuple(prefixes)
         per_value = [v is not None and v.startswith(first) for v in col.dictionary.to_pylist()]
-        return np.array([*per_value, False], dtype=bool)[codes(col)]
+        return code_mask(codes(col), np.array(per_value, dtype=bool))
     hit = pc.starts_with(col.dictionary, prefixes[0])
     for p in prefixes[1:]:
         hit = pc.or_(hit, pc.starts_with(col.dictionary, p))
-    return pc.fill_null(hit.take(col.indices), False)
+    # matched per dictionary value, spread to the rows in code space (an Arrow take of the
+    # per-value result over all rows costs several times as much)
+    return pa.array(code_mask(codes(col), np.asarray(pc.fill_null(hit, False), dtype=bool)))

@@ -15,11 +15,18 @@ from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit import schema as S
 from tracekit.parsers.kineto_codes import masked
-from tracekit.parsers.kineto_nest import codes, dict_mask, one_chunk, unique_pairs
+from tracekit.parsers.kineto_nest import (
+    Launches,
+    code_mask,
+    codes,
+    dict_mask,
+    ints_at,
+    one_chunk,
+    valid_mask,
+)
 from tracekit.schema import Kind
 
 _BITS = 10  # bits per label id in a packed label path (DEPTH * _BITS < 63)
@@ -58,89 +65,128 @@ def _comm_hint(name: str) -> bool:
     return COMM_KERNEL_HINT.search(name) is not None
 
 
-def _np(col: pa.ChunkedArray | pa.Array, rows: np.ndarray, fill: int = -1) -> np.ndarray:
-    """int64 numpy values of ``col`` at ``rows`` (nulls as ``fill``); a writable copy."""
-    arr = one_chunk(col)
-    if arr.null_count == 0 and arr.type == pa.int64():
-        return np.asarray(arr.to_numpy(zero_copy_only=True))[rows]  # indexed: a copy
-    taken = arr.take(pa.array(rows, pa.int64()))
-    return np.array(pc.fill_null(taken, fill).to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def _queries(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows that get a call site, and the (pid, tid, ts) to look up for each."""
+def _queries(table: pa.Table, launches: Launches | None = None,
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows that get a call site, and the (pid, tid, ts) to look up for each (-1: none)."""
     kind = table.column(S.KIND)
-    has_op = np.asarray(pc.is_valid(table.column(S.OP)), dtype=bool)
+    has_op = valid_mask(one_chunk(table.column(S.OP)))
     name = one_chunk(table.column(S.NAME))
-    hint = np.array(
-        [_comm_hint(v or "") for v in name.dictionary.to_pylist()] + [False]
-    )[codes(name)]
+    hint = code_mask(codes(name), np.array(
+        [_comm_hint(v or "") for v in name.dictionary.to_pylist()], dtype=bool))
     device = dict_mask(kind, (Kind.KERNEL, Kind.GPU_ANNOTATION))
     rows = np.flatnonzero(has_op | (device & hint))
-    cols = (table.column(S.PID), table.column(S.TID), table.column(S.TS_NS))
-    qp, qt, qts = (_np(c, rows) for c in cols)
+    # the row whose thread and time each query reads: its own, or for a device row the
+    # runtime call that launched it (same correlation; -1: none)
+    src = rows.copy()
     dev = device[rows]
     if dev.any():
-        # device rows: the thread and time of the runtime call that launched them
-        runtime = np.flatnonzero(dict_mask(kind, (Kind.RUNTIME,)))
-        rt_corr = _np(table.column(S.CORRELATION), runtime)
-        order = np.argsort(rt_corr, kind="stable")
-        sorted_corr = rt_corr[order]
-        keys = _np(table.column(S.CORRELATION), rows[dev])
-        qp[dev] = -1
-        if sorted_corr.size:
-            pos = np.clip(np.searchsorted(sorted_corr, keys), 0, sorted_corr.size - 1)
-            hit = (sorted_corr[pos] == keys) & (keys >= 0)
-            launch = runtime[order[pos]]
-            lp, lt, lts = (_np(c, launch) for c in cols)
-            qp[dev] = np.where(hit, lp, -1)
-            qt[dev] = np.where(hit, lt, -1)
-            qts[dev] = np.where(hit, lts, -1)
+        if launches is None:
+            launches = Launches(kind, table.column(S.CORRELATION), table.column(S.EXTERNAL_ID))
+        src[dev] = launches.find(ints_at(launches.correlation, rows[dev]))
+    miss = src < 0
+    safe = np.maximum(src, 0)
+    qp, qt, qts = (ints_at(table.column(c), safe) for c in (S.PID, S.TID, S.TS_NS))
+    if miss.any():
+        qp[miss] = qt[miss] = qts[miss] = -1
     return rows, qp, qt, qts
 
 
-def call_sites(table: pa.Table) -> pa.Array:
+def call_sites(table: pa.Table, launches: Launches | None = None) -> pa.Array:
     """CALL_SITE for every row of an EVENTS-like table (null where none applies)."""
     n = table.num_rows
     frames = np.flatnonzero(dict_mask(table.column(S.KIND), (Kind.PYTHON,)))
     if not frames.size or not n:
         return pa.nulls(n, _DICT)
-    rows, qp, qt, qts = _queries(table)
+    rows, qp, qt, qts = _queries(table, launches)
     if not rows.size:
         return pa.nulls(n, _DICT)
     # frame columns, sorted by (pid, tid, start, longest first); each array is replaced by
     # its sorted copy one at a time, so that few frame-sized arrays are alive at once
-    pid, tid = _np(table.column(S.PID), frames), _np(table.column(S.TID), frames)
-    start = _np(table.column(S.TS_NS), frames)
-    dur = _np(table.column(S.DUR_NS), frames, 0)
-    order = np.lexsort((-dur, start, tid, pid))
+    pid, tid = ints_at(table.column(S.PID), frames), ints_at(table.column(S.TID), frames)
+    start = ints_at(table.column(S.TS_NS), frames)
+    dur = ints_at(table.column(S.DUR_NS), frames, 0)
+    order = frame_order(pid, tid, start, dur)
     end = start + dur
     del dur
-    pid = pid[order]
-    tid = tid[order]
-    start = start[order]
-    end = end[order]
-    frames = frames[order]
-    parent = _parents(pid, _np(table.column(S.PY_ID), frames),
-                      _np(table.column(S.PY_PARENT_ID), frames))
-    del order
+    # ids read in row order (a gather in order costs less), then reordered with the rest
+    py_id = ints_at(table.column(S.PY_ID), frames)
+    parent_id = ints_at(table.column(S.PY_PARENT_ID), frames)
+    if order is not None:
+        pid = pid[order]
+        tid = tid[order]
+        start = start[order]
+        end = end[order]
+        frames = frames[order]
+        py_id = py_id[order]
+        parent_id = parent_id[order]
+    parent = _parents(pid, py_id, parent_id)
+    del order, py_id, parent_id
     label_id, label_text = _labels(one_chunk(table.column(S.NAME)), frames)
     frame = _enclosing(pid, tid, start, end, parent, qp, qt, qts)
     del pid, tid, start, end, qp, qt, qts
     # format each distinct innermost frame once, then spread to the queries
-    uniq, inverse = np.unique(frame, return_inverse=True)
+    uniq, inverse = _distinct(frame, parent.size)
     codes, texts = _texts(uniq, parent, label_id, label_text)
     text_code = np.append(codes, -1).astype(np.int32)
-    row_code = np.full(n, -1, dtype=np.int32)
-    row_code[rows] = inverse
-    row_code = text_code[row_code]  # rows without a query read the appended -1
+    row_code = np.full(n, -1, dtype=np.int32)  # rows without a query: none
+    row_code[rows] = text_code[inverse]
     return pa.DictionaryArray.from_arrays(masked(row_code, row_code >= 0, pa.int32()),
                                           pa.array(texts, pa.string()))
+
+
+def frame_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray,
+                dur: np.ndarray) -> np.ndarray | None:
+    """``np.lexsort((-dur, start, tid, pid))``, or None when that is the identity (profilers
+    write a thread's frames in start order). A constant key orders nothing and is left out;
+    the duration only orders frames that start together on one thread, so it is sorted on
+    only when two do (the order by start alone is then final)."""
+    keys = [k for k in (tid, pid) if k.size and (k != k[0]).any()]
+    if _in_order([*keys[::-1], start], dur):
+        return None
+    order = np.lexsort((start, *keys))
+    sorted_start = start[order]
+    tie = sorted_start[1:] == sorted_start[:-1]
+    for k in keys:
+        if not tie.any():
+            break
+        sk = k[order]
+        tie &= sk[1:] == sk[:-1]
+    if tie.any():
+        return np.lexsort((-dur, start, *keys))
+    return order
+
+
+def _in_order(cols: list[np.ndarray], descending: np.ndarray) -> bool:
+    """The rows are sorted by ``cols`` (the first the most significant), then by
+    ``descending`` from largest to smallest, ties kept."""
+    undecided: np.ndarray | None = None  # adjacent pairs equal on every column so far
+    for col in cols:
+        step = np.diff(col)
+        if (step < 0 if undecided is None else step[undecided] < 0).any():
+            return False
+        undecided = step == 0 if undecided is None else undecided & (step == 0)
+        if not undecided.any():
+            return True
+    if undecided is None:  # no ascending column
+        return not (np.diff(descending) > 0).any()
+    return not (np.diff(descending)[undecided] > 0).any()
+
+
+def _distinct(frame: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(frame, return_inverse=True)`` for values in [-1, count): marked in a
+    table of that size instead of sorted."""
+    present = np.zeros(count + 1, dtype=bool)
+    present[frame + 1] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present) - 1, rank[frame + 1]
 
 
 def _parents(pid: np.ndarray, py_id: np.ndarray, parent_id: np.ndarray) -> np.ndarray:
     """Position of each frame's parent (same pid, ``Python id`` == its parent id), -1 when
     unknown."""
+    direct = _parents_direct(pid, py_id, parent_id)
+    if direct is not None:
+        return direct
     id_order = np.lexsort((py_id, pid))
     ids_sorted, pids_sorted = py_id[id_order], pid[id_order]
     del py_id
@@ -148,6 +194,41 @@ def _parents(pid: np.ndarray, py_id: np.ndarray, parent_id: np.ndarray) -> np.nd
     pos = np.clip(pos, 0, ids_sorted.size - 1)
     found = (ids_sorted[pos] == parent_id) & (pids_sorted[pos] == pid) & (parent_id >= 0)
     return np.where(found, id_order[pos], -1)
+
+
+def _parents_direct(pid: np.ndarray, py_id: np.ndarray,
+                    parent_id: np.ndarray) -> np.ndarray | None:
+    """``_parents`` through a table indexed by (process, id) when the frames are in pid order
+    and the ids are dense (Python ids count up from 1 per process); None otherwise, or when
+    an id occurs twice in one process (the sorted search then picks the first)."""
+    n = pid.size
+    span = int(py_id.max()) + 1 if n else 0
+    if span <= 0:
+        return None
+    if pid[0] == pid[-1] and not (pid != pid[0]).any():
+        base: np.ndarray | int = 0
+        groups = 1
+    else:
+        step = np.diff(pid)
+        if (step < 0).any():
+            return None
+        group = np.zeros(n, dtype=np.int64)
+        np.cumsum(step != 0, out=group[1:])
+        groups = int(group[-1]) + 1
+        base = group * span
+    if groups * span > 4 * n + 1024:
+        return None
+    own = py_id >= 0
+    key = (base + py_id)[own]
+    at = np.flatnonzero(own)
+    table = np.full(groups * span, -1, dtype=np.int32)
+    table[key] = at
+    if not (table[key] == at).all():
+        return None
+    found = (parent_id >= 0) & (parent_id < span)
+    out = np.full(n, -1, dtype=np.int64)
+    out[found] = table[(base + parent_id)[found] if groups > 1 else parent_id[found]]
+    return out
 
 
 def _enclosing(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -158,25 +239,31 @@ def _enclosing(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndar
     Per thread, the last frame that starts at or before the query; then, while that frame
     ended before the query, its parent (all queries at once, one level per round)."""
     frame = np.full(qp.size, -1, dtype=np.int64)
-    for p, t in unique_pairs(qp, qt):
-        if p < 0:
-            continue
+    # the queries of one thread at a time, threads taken in order of first query (a few
+    # threads: one pass each, no sort of the queries by thread)
+    todo = qp >= 0
+    while todo.any():
+        first = int(np.argmax(todo))
+        p, t = int(qp[first]), int(qt[first])
+        mine = todo & (qp == p) & (qt == t)
+        todo &= ~mine
         lo = int(np.searchsorted(pid, p, side="left"))
         hi = int(np.searchsorted(pid, p, side="right"))
         lo += int(np.searchsorted(tid[lo:hi], t, side="left"))
         hi = lo + int(np.searchsorted(tid[lo:hi], t, side="right"))
         if lo == hi:
             continue
-        sel = np.flatnonzero((qp == p) & (qt == t))
+        sel = np.flatnonzero(mine)
         js = lo + np.searchsorted(start[lo:hi], qts[sel], side="right") - 1
         frame[sel] = np.where(js >= lo, js, -1)
-    while True:
-        valid = frame >= 0
-        ended = np.zeros(frame.size, dtype=bool)
-        ended[valid] = end[frame[valid]] < qts[valid]
-        if not ended.any():
-            return frame
-        frame[ended] = parent[frame[ended]]
+    # only the queries whose frame ended before them move up (once enclosed or without a
+    # frame, a query stays as it is)
+    active = np.flatnonzero(frame >= 0)
+    while active.size:
+        active = active[end[frame[active]] < qts[active]]
+        frame[active] = parent[frame[active]]
+        active = active[frame[active] >= 0]
+    return frame
 
 
 def _pid_search(pids_sorted: np.ndarray, ids_sorted: np.ndarray, pid: np.ndarray,

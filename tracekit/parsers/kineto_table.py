@@ -13,7 +13,6 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit import schema as S
 from tracekit.parsers.kineto_codes import conform, dict_codes, encode_codes, masked
@@ -27,12 +26,21 @@ from tracekit.parsers.kineto_columns import (
 )
 from tracekit.parsers.kineto_comm import CommRecord, op_from_name
 from tracekit.parsers.kineto_decode import RAW_IDX
-from tracekit.parsers.kineto_nest import Nest, dict_mask, one_chunk
+from tracekit.parsers.kineto_nest import (
+    FirstIndex,
+    Launches,
+    Nest,
+    dict_mask,
+    filled_ints,
+    ints_at,
+    one_chunk,
+)
 from tracekit.parsers.kineto_params import param_comms_side
 from tracekit.parsers.kineto_piece import Piece
 from tracekit.parsers.kineto_shapes import from_inputs
 from tracekit.parsers.kineto_spread import (
     SMALL_ROWS,
+    Holders,
     release_memory,
     spread_fast,
     spread_small,
@@ -143,14 +151,18 @@ def build_events_from(
     }
     side = _side_table(comm, extra, pg_by_name, pg_by_uid)
     del comm, extra
-    comm_cols = _CommSpread(t, event_id, side, kind)
+    # shared by _link and call_sites: the launches and the ids they are found by
+    launches = Launches(kind, filled_ints(t.column(S.CORRELATION)),
+                        filled_ints(t.column(S.EXTERNAL_ID)))
+    comm_cols = _CommSpread(t, event_id, side, kind, launches)
     del side
     cols.update(comm_cols.op_columns(name))
     del t  # the raw columns not reused above can go before the call sites
     release_memory(n)
     # call sites read OP only: they are found before the other communication columns are
     # spread over all rows, so that their temporaries and those columns never coexist
-    call_site = call_sites(pa.table(cols))
+    call_site = call_sites(pa.table(cols), launches)
+    del launches
     release_memory(n)
     cols.update(comm_cols.other_columns())
     del comm_cols
@@ -167,40 +179,49 @@ def _side_table(
     """One row per event with its own communication metadata, sorted by event index: the
     record_param_comms args (vectorised), else the record_shapes inputs of c10d / gloo ops."""
     parts: list[pa.Table] = []
-    own: set[int] = set()
+    part_idx: list[np.ndarray] = []  # the event index of each row of ``parts``
+    todo = extra  # the events without record_param_comms args of their own
     if comm is not None and comm.num_rows:
         parts.append(param_comms_side(comm, pg_by_name, pg_by_uid))
-        own = set(comm.column(RAW_IDX).to_pylist())
-    distinct: list[CommRecord] = []
-    which: list[int] = []  # position in ``distinct`` of each row's record
-    idxs: list[int] = []
+        part_idx.append(np.asarray(parts[0].column(RAW_IDX).to_numpy(), dtype=np.int64))
+        own = np.sort(np.asarray(comm.column(RAW_IDX).to_numpy(), dtype=np.int64))
+        ids = np.fromiter((e[0] for e in extra), np.int64, len(extra))
+        taken = own[np.minimum(np.searchsorted(own, ids), own.size - 1)] == ids
+        if taken.any():
+            todo = [e for e, t in zip(extra, taken.tolist(), strict=True) if not t]
     # one record per distinct (name, args): ops repeat with the same shapes layer after layer
-    cache: dict[tuple[str, bytes], int] = {}
-    for idx, name, args in extra:
-        if idx in own:
-            continue
-        key = (name or "", msgspec.json.encode(args))
-        pos = cache.get(key)
-        if pos is None:
+    encode = msgspec.json.encode
+    keys = [(name or "", encode(args)) for _, name, args in todo]
+    distinct: list[CommRecord] = []
+    record_of: dict[tuple[str, bytes], int] = {}  # -1: the inputs give no record
+    for key, (_, name, args) in zip(keys, todo, strict=True):
+        if key not in record_of:
             rec = from_inputs(name or "", args)
             if rec is not None:
                 _fill_group(rec, pg_by_name, pg_by_uid)
                 distinct.append(rec)
-            pos = cache[key] = len(distinct) - 1 if rec is not None else -1
-        if pos >= 0:
-            which.append(pos)
-            idxs.append(idx)
+            record_of[key] = len(distinct) - 1 if rec is not None else -1
+    # every row comes out of one take of the parts (the distinct records once each), in
+    # event order (a stable sort, as Arrow's sort_by)
+    src = [np.arange(parts[0].num_rows, dtype=np.int64)] if parts else []
     if distinct:
-        rows = _record_table(distinct, range(len(distinct))).take(pa.array(which, pa.int64()))
-        parts.append(rows.set_column(rows.schema.get_field_index(RAW_IDX), RAW_IDX,
-                                     pa.array(idxs, pa.int64())))
+        which = np.array([record_of[k] for k in keys], dtype=np.int64)
+        held = which >= 0
+        part_idx.append(np.array([e[0] for e in todo], dtype=np.int64)[held])
+        src.append(which[held] + (parts[0].num_rows if parts else 0))
+        parts.append(_record_table(distinct, range(len(distinct))))
     if not parts:
         return None
     side = pa.concat_tables(parts, promote_options="permissive")
-    return side.sort_by([(RAW_IDX, "ascending")])
+    idx = np.concatenate(part_idx)
+    order = np.argsort(idx, kind="stable")
+    side = side.take(pa.array(np.concatenate(src)[order]))
+    return side.set_column(side.schema.get_field_index(RAW_IDX), RAW_IDX,
+                           pa.array(idx[order], pa.int64()))
 
 
-def _link(t: pa.Table, kind: pa.Array, rec_idx: np.ndarray) -> np.ndarray:
+def _link(t: pa.Table, kind: pa.Array, rec_idx: np.ndarray,
+          launches: Launches | None = None) -> np.ndarray:
     """Device events without comm args take the record of the record_param_comms op that
     launched them: by External id, else by correlation through the runtime launch."""
     linked = np.full(len(rec_idx), -1, dtype=np.int32)
@@ -209,36 +230,26 @@ def _link(t: pa.Table, kind: pa.Array, rec_idx: np.ndarray) -> np.ndarray:
                               & (rec_idx < 0))
     if not rpc.size or not dev_rows.size:
         return linked
-    rpc_ext = _ints(t.column(S.EXTERNAL_ID), rpc)
-    order = np.argsort(rpc_ext, kind="stable")
-    sorted_ext = rpc_ext[order]
+    if launches is None:
+        launches = Launches(kind, t.column(S.CORRELATION), t.column(S.EXTERNAL_ID))
+    ext = launches.external
+    by_id = FirstIndex(ints_at(ext, rpc), max(4 * rpc.size, len(rec_idx)) + 1024)
+    rpc_rec = rec_idx[rpc]
 
     def lookup(keys: np.ndarray) -> np.ndarray:
-        pos = np.clip(np.searchsorted(sorted_ext, keys), 0, len(sorted_ext) - 1)
-        hit = (sorted_ext[pos] == keys) & (keys >= 0)
-        return np.where(hit, rec_idx[rpc[order[pos]]], -1)
+        pos = by_id.find(keys)
+        return np.where(pos >= 0, rpc_rec[np.maximum(pos, 0)], -1)
 
-    by_ext = lookup(_ints(t.column(S.EXTERNAL_ID), dev_rows))
+    by_ext = lookup(ints_at(ext, dev_rows))
     missing = by_ext < 0
     if missing.any():
-        runtime = np.flatnonzero(dict_mask(kind, (Kind.RUNTIME,)))
-        rt_corr = _ints(t.column(S.CORRELATION), runtime)
-        r_order = np.argsort(rt_corr, kind="stable")
-        r_sorted = rt_corr[r_order]
-        keys = _ints(t.column(S.CORRELATION), dev_rows[missing])
-        if r_sorted.size:
-            pos = np.clip(np.searchsorted(r_sorted, keys), 0, len(r_sorted) - 1)
-            hit = (r_sorted[pos] == keys) & (keys >= 0)
-            launch_ext = np.where(hit, _ints(t.column(S.EXTERNAL_ID), runtime[r_order[pos]]), -1)
-            by_ext[missing] = lookup(launch_ext)
+        launch = launches.find(ints_at(launches.correlation, dev_rows[missing]))
+        launch_ext = np.full(launch.size, -1, dtype=np.int64)
+        hit = launch >= 0
+        launch_ext[hit] = ints_at(ext, launch[hit])
+        by_ext[missing] = lookup(launch_ext)
     linked[dev_rows] = by_ext
     return linked
-
-
-def _ints(col: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
-    """int64 values of ``col`` at ``rows``, nulls as -1."""
-    taken = col.take(pa.array(rows, pa.int64()))
-    return np.array(pc.fill_null(taken, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 class _CommSpread:
@@ -249,40 +260,48 @@ class _CommSpread:
     code space (kineto_codes): no n-row string or int64 intermediates."""
 
     def __init__(self, t: pa.Table, event_id: pa.Array, side: pa.Table | None,
-                 kind: pa.Array) -> None:
+                 kind: pa.Array, launches: Launches | None = None) -> None:
         if side is None:
             side = _record_table([], [])
         rec_idx = _positions(event_id.to_numpy(), side.column(RAW_IDX).to_numpy())
-        linked = _link(t, kind, rec_idx)
+        linked = _link(t, kind, rec_idx, launches)
         self.nest = Nest(t, kind)
         linked = self.nest.wrappers_take_inner_record(rec_idx, linked, side)
         self.is_linked = linked >= 0
         use = np.where(self.is_linked, linked, rec_idx)
         del linked
         # side rows fit in int32; the -1 slots are masked (null) anyway
-        self.take = masked(np.maximum(use, 0), use >= 0, pa.int32())
+        held = use >= 0
+        self.take = masked(np.maximum(use, 0), held, pa.int32())
         self.use = use
+        self.holders = Holders(self.take, use, held)
         self.rec_idx, self.side = rec_idx, side
 
     def _side_codes(self, key: str) -> tuple[np.ndarray, list[str | None]]:
-        """Row codes (-1: none) into the distinct values of a string side column."""
+        """Codes (-1: none) of the side rows into the distinct values of a string side
+        column, and the values."""
         arr = self.side.column(key).combine_chunks().dictionary_encode()
-        codes = np.append(dict_codes(arr), -1).astype(np.int32)
-        return codes[self.use], arr.dictionary.to_pylist()
+        return dict_codes(arr), arr.dictionary.to_pylist()
 
     def op_columns(self, name: pa.Array) -> dict[str, pa.Array]:
         """OP (args, else the title a bare record_param_comms encloses, else the name) and
         META_SOURCE."""
-        op, op_values = self._side_codes(S.OP)
+        held, rec = self.holders.rows, self.holders.rec
+        side_op, op_values = self._side_codes(S.OP)
         by_name = [op_from_name(v) if v is not None else None
                    for v in name.dictionary.to_pylist()]
-        name_op = np.array([-1 if v is None else i for i, v in enumerate(by_name)] + [-1],
-                           dtype=np.int32)[dict_codes(name)]
-        op = np.where(op >= 0, op, np.where(name_op >= 0, name_op + len(op_values), -1))
-        del name_op
+        # every row starts with the op of its name; the rows with a record whose args give
+        # an op take that one
+        op = np.take(np.array([-1 if v is None else len(op_values) + i
+                               for i, v in enumerate(by_name)] + [-1], dtype=np.int32),
+                     dict_codes(name))  # np.take: int32 indices without an intp copy
+        rec_op = side_op[rec]
+        op[held] = np.where(rec_op >= 0, rec_op, op[held])
         op_values = [*op_values, *by_name]
         self.nest.bare_param_comms_take_title_codes(op, self.rec_idx)
-        source, source_values = self._side_codes(S.META_SOURCE)
+        side_source, source_values = self._side_codes(S.META_SOURCE)
+        source = np.full(len(op), -1, dtype=np.int32)
+        source[held] = side_source[rec]
         source[self.is_linked] = len(source_values)
         source[(source < 0) & (op >= 0)] = len(source_values) + 1
         source_values = [*source_values, MetaSource.LINKED, MetaSource.NAME]
@@ -294,7 +313,8 @@ class _CommSpread:
         keys = [f for f in self.side.column_names if f not in (RAW_IDX, S.OP, S.META_SOURCE)]
         if len(self.use) < SMALL_ROWS:  # a small file: one take of all the columns
             return spread_small(self.side, keys, self.take)
-        return {f: spread_fast(self.side.column(f), self.take, self.use) for f in keys}
+        return {f: spread_fast(self.side.column(f), self.take, self.use, self.holders)
+                for f in keys}
 
 
 def _positions(ids: np.ndarray, side_idx: np.ndarray) -> np.ndarray:
