@@ -216,41 +216,18 @@ static P acc_int(P p, P e, Acc *a, int ri, int64_t r, int is_pid) {
     return p;
 }
 
-/* ts / dur in exact integer nanoseconds from the number's text: an int times 1000; a float
-   written d+.ddd (at most 3 decimals, no exponent: Kineto's %.3f) as its digits, which is
-   what both rules of kineto_decode give it (the float rule below 2**43 us, the decimal rule
-   above); any other float fails the block (the piece path then decides). */
-#define MAX_WHOLE_US 9223372036854774LL /* (2**63 - 1 - 999) / 1000 */
-
+/* ts / dur in exact integer nanoseconds from the number's text (kineto_json_c.micros_ns: an
+   int times 1000; a float written d+.ddd, at most 3 decimals and no exponent, as its
+   digits, which is what both rules of kineto_decode give it); any other number fails the
+   block (the piece path then decides). */
 static P acc_time(P p, P e, Acc *a, int ri, int64_t r) {
-    int is_int, neg = 0, nd = 0, nf = 0;
-    int64_t iv = 0, whole = 0, frac = 0;
-    P q;
+    int64_t ns;
     if (*p == 'n') { put_int(a, ri, r, 0, 0); return literal(p, e, "null"); }
     if (*p != '-' && (*p < '0' || *p > '9')) return NULL;
-    q = number(p, e, &is_int, &iv, NULL);
-    if (!q || is_int == 2) return NULL;
-    if (is_int) {
-        if (iv > BIG_TIME || iv < -BIG_TIME) return NULL;
-        put_int(a, ri, r, iv * 1000, 1);
-        return q;
-    }
-    if (*p == '-') { neg = 1; p++; }
-    for (; p < q && *p >= '0' && *p <= '9'; p++) {
-        if (++nd > 16) return NULL;
-        whole = whole * 10 + (*p - '0');
-    }
-    if (whole > MAX_WHOLE_US) return NULL; /* ns beyond int64 */
-    if (p < q && *p == '.') {
-        for (p++; p < q && *p >= '0' && *p <= '9'; p++) {
-            if (++nf > 3) return NULL;
-            frac = frac * 10 + (*p - '0');
-        }
-    }
-    if (p != q) return NULL; /* an exponent */
-    for (; nf < 3; nf++) frac *= 10;
-    put_int(a, ri, r, neg ? -(whole * 1000 + frac) : whole * 1000 + frac, 1);
-    return q;
+    p = micros_ns(p, e, &ns);
+    if (!p) return NULL;
+    put_int(a, ri, r, ns, 1);
+    return p;
 }
 
 static P acc_args(P p, P e, Acc *a, int64_t r) {

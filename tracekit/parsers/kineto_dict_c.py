@@ -29,7 +29,17 @@ static uint32_t hash_bytes(P s, size_t n) {
         h = (h ^ w) * 1099511628211ULL;
         h ^= h >> 29;
     }
-    for (; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    if (i < n) { /* the last 1..7 bytes, as one word */
+        uint64_t w = 0;
+        if (n >= 8) {
+            memcpy(&w, s + n - 8, 8);
+            w >>= 8 * (8 - (n - i)); /* the bytes not hashed yet */
+        } else {
+            for (size_t k = 0; k < n; k++) w |= (uint64_t)s[k] << (8 * k);
+        }
+        h = (h ^ w ^ ((uint64_t)n << 56)) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
     h ^= h >> 32;
     return (uint32_t)h;
 }
