@@ -100,14 +100,23 @@ def test_meta_reads_what_only_json_reads() -> None:
     ([0, 1, True], [0, 1, 1]),  # bools are ints, as before
     ([0, "1"], None),
     ([1.0, 2], None),  # a float is no rank
-    ([1 << 70, 2], [1 << 70, 2]),  # beyond int64: still read
+    ([1 << 70, 2], None),  # beyond int64: no column could hold it
     ("[4, 5, 6]", [4, 5, 6]),
+    ("[4, 99999999999999999999]", None),
     (list(range(1024)), list(range(1024))),
 ])
 def test_parse_int_list_of_long_and_mixed_lists(value: object,
                                                 expected: list[int] | None) -> None:
     # GIVEN a pg_config rank list (a list or its text)  WHEN parsed  THEN ints or None
     assert parse_int_list(value) == expected
+
+
+def test_parse_int_list_checks_the_columns_width() -> None:
+    # GIVEN rank lists for an int32 column  WHEN parsed with bits=32
+    # THEN a value beyond int32 makes the list None, the bounds themselves are kept
+    assert parse_int_list([0, 1 << 31], bits=32) is None
+    assert parse_int_list([-(1 << 31), (1 << 31) - 1], bits=32) == [-(1 << 31), (1 << 31) - 1]
+    assert parse_int_list("[]", bits=32) == []
 
 
 def test_spread_small_equals_spread_fast_column_by_column() -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 import pytest
 
 from tracekit import schema as S
@@ -194,6 +195,14 @@ MIXED_COMM = {
     "negative_comms_id": {"Comms Id": -5},
     "nineteen_digit_seq": {"Seq": 10**18 + 7},
     "seq_beyond_int64": {"Seq": 2**63},
+    "ranks_beyond_int32": {"Process Group Ranks": "[0, 99999999999]"},
+    "ranks_beyond_int64": {"Process Group Ranks": "[0, 99999999999999999999]"},
+    "group_size_beyond_int32": {"Group size": 2**40},
+    "peer_beyond_int32": {"Collective name": "send", "Dst Rank": 2**40},
+    "stride_beyond_int32": {"Process Group Ranks": "[0, ...]", "Global rank start": 2**31,
+                            "Global rank stride": 1, "Group size": 4},
+    "huge_strided_group": {"Process Group Ranks": "[0, ...]", "Global rank start": 0,
+                           "Global rank stride": 1, "Group size": 2**40},
     "null_values": {"dtype": None, "Group size": None, "Process Group Name": None},
     "size_era": {"Collective name": None, "In msg nelems": None, "In msg size": 4096,
                  "Out msg size": 4096},
@@ -243,4 +252,26 @@ def test_comm_rows_read_in_c_and_by_msgspec_interleave_in_event_order(
                                                   for i in range(30)]
     assert set(raw.comm.column(S.PG_NAME).to_pylist()) == {"0"}
     # AND EVENTS equals the piece path's
+    assert_same(path, monkeypatch)
+
+
+def test_integers_beyond_their_column_become_null(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN one collective whose rank list, group size and peer do not fit int32
+    args = {**RPC, "Collective name": "send", "Process Group Ranks": "[0, 99999999999]",
+            "Group size": 2**40, "Dst Rank": 2**40, "Comms Id": 2**64}
+    events = [*threads(), *(e if e["name"] != "record_param_comms" else
+                            {**e, "args": {**e["args"], **args}} for e in step(0))]
+    path = write(tmp_path / "t.json", events)
+    # WHEN parsed
+    events_table = load_kineto_file(path).events
+    row = events_table.filter(pc.equal(events_table.column(S.NAME), "record_param_comms"))
+    # THEN those values are null (no traceback): the members and the size come from the
+    # group's pg_config entry instead, and the rest of the row is read
+    assert row.column(S.PG_RANKS).to_pylist() == [[0, 1]]
+    assert row.column(S.GROUP_SIZE).to_pylist() == [2]
+    assert row.column(S.PEER_RANK).to_pylist() == [None]
+    assert row.column(S.COMMS_ID).to_pylist() == [None]
+    assert row.column(S.SEQ).to_pylist() == [3]
+    # AND the piece path agrees
     assert_same(path, monkeypatch)

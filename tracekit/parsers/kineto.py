@@ -76,11 +76,12 @@ def _groups(info: Mapping[str, Any], rank: int) -> tuple[list[dict[str, Any]], d
             continue
         name = pg.get("pg_name")
         name = None if name is None else str(name)
-        ranks = parse_int_list(pg.get("ranks"))
+        ranks = parse_int_list(pg.get("ranks"), bits=32)
         desc = pg.get("pg_desc")
         desc = None if desc is None else str(desc)
         size = pg.get("pg_size")
-        size = size if isinstance(size, int) else (len(ranks) if ranks else None)
+        size = (size if isinstance(size, int) and -(1 << 31) <= size < 1 << 31
+                else (len(ranks) if ranks else None))
         if name is not None:
             if name in seen:
                 continue

@@ -95,8 +95,19 @@ def op_from_name(name: str | None) -> str | None:
     return None
 
 
-def parse_int_list(value: Any) -> list[int] | None:
-    """``[1, 2]`` or ``"[1, 2]"`` -> [1, 2]; a truncated string list (``…``/``...``) -> None."""
+def parse_int_list(value: Any, bits: int = 64) -> list[int] | None:
+    """``[1, 2]`` or ``"[1, 2]"`` -> [1, 2]; a truncated string list (``…``/``...``), or a
+    value beyond a signed ``bits``-bit integer (the column's type) -> None."""
+    out = _int_list(value)
+    return out if not out or fits(out, bits) else None
+
+
+def fits(values: list[int], bits: int) -> bool:
+    """Every value fits a signed ``bits``-bit integer."""
+    return -(1 << (bits - 1)) <= min(values) and max(values) < 1 << (bits - 1)
+
+
+def _int_list(value: Any) -> list[int] | None:
     if value is None:
         return None
     if isinstance(value, list):

@@ -16,10 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
-from tracekit.parsers.kineto_comm import DTYPE_BYTES, op_from_collective, parse_int_list
+from tracekit.parsers.kineto_comm import DTYPE_BYTES, fits, op_from_collective, parse_int_list
 from tracekit.parsers.kineto_decode import RAW_IDX
 from tracekit.schema import MetaSource, Op
 
+MAX_GROUP = 1 << 20  # ranks in a group rebuilt from its start and stride, at most
 _FEW_ROWS = 256  # comm tables up to this size are mapped row by row (small rank files)
 _P2P_OR_ROOTED = (Op.SEND, Op.RECV, Op.BROADCAST, Op.REDUCE, Op.GATHER, Op.SCATTER)
 
@@ -40,6 +41,17 @@ def map_values(col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any],
 
 def _nonempty_list(text: Any) -> list[int] | None:
     return parse_int_list(text) or None
+
+
+def _nonempty_ranks(text: Any) -> list[int] | None:
+    """A rank list (int32 values)."""
+    return parse_int_list(text, bits=32) or None
+
+
+def _int32(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """An integer column as int32, null where a value does not fit."""
+    fits = pc.and_(pc.greater_equal(col, -(1 << 31)), pc.less(col, 1 << 31))
+    return pc.if_else(fits, col, pa.scalar(None, col.type)).cast(pa.int32())
 
 
 def param_comms_side(
@@ -67,11 +79,10 @@ def param_comms_side(
     desc_of = {k: v.get("desc") for k, v in pg_by_name.items()}
     ranks_of = {k: v.get("ranks") for k, v in pg_by_name.items()}
     pg_desc = pc.coalesce(comm.column("pg_desc"), map_values(pg_name, desc_of.get, pa.string()))
-    ranks = map_values(comm.column("pg_ranks"), _nonempty_list, pa.list_(pa.int32()))
+    ranks = map_values(comm.column("pg_ranks"), _nonempty_ranks, pa.list_(pa.int32()))
     ranks = pc.coalesce(ranks, map_values(pg_name, ranks_of.get, pa.list_(pa.int32())))
     ranks = _ranks_from_stride(ranks, comm)
-    group_size = pc.coalesce(comm.column("group_size"),
-                             pc.list_value_length(ranks)).cast(pa.int32())
+    group_size = pc.coalesce(_int32(comm.column("group_size")), pc.list_value_length(ranks))
     return pa.table({
         RAW_IDX: comm.column(RAW_IDX),
         S.OP: op,
@@ -104,8 +115,9 @@ def _ranks_from_stride(ranks: pa.Array, comm: pa.Table) -> pa.Array:
     size = comm.column("group_size").to_pylist()
     values = ranks.to_pylist()
     for i in missing.tolist():
-        if start[i] is not None and stride[i] and size[i]:
-            values[i] = [start[i] + stride[i] * k for k in range(size[i])]
+        if start[i] is not None and stride[i] and size[i] and 0 < size[i] <= MAX_GROUP:
+            rebuilt = [start[i] + stride[i] * k for k in range(size[i])]
+            values[i] = rebuilt if fits(rebuilt, 32) else None
     return pa.array(values, pa.list_(pa.int32()))
 
 
@@ -127,4 +139,4 @@ def _peers(op: pa.Array, ranks: pa.Array, comm: pa.Table) -> pa.Array:
                 out[i] = src[i]
             elif local[i] is not None and members[i] and 0 <= local[i] < len(members[i]):
                 out[i] = members[i][local[i]]
-    return pa.array(out, pa.int32())
+    return _int32(pa.array(out, pa.int64()))
