@@ -106,6 +106,19 @@ def test_enclosing_frame_of_each_query_on_its_thread(seed: int) -> None:
     assert got.tolist() == want
 
 
+def test_enclosing_stops_in_a_parent_cycle() -> None:
+    # GIVEN frames whose parent links form cycles (a frame its own parent; two frames each
+    # other's parent), all ended before the queries on their thread
+    pid, tid = np.zeros(3, np.int64), np.zeros(3, np.int64)
+    start, end = np.array([0, 2, 4]), np.array([1, 3, 5])
+    parent = np.array([0, 2, 1])
+    qp, qt, qts = np.zeros(3, np.int64), np.zeros(3, np.int64), np.array([1, 3, 9])
+    # WHEN the enclosing frames are found THEN the walk ends, and a query whose walk never
+    # reaches a frame that encloses it has none; the first query's frame encloses it
+    got = _enclosing(pid, tid, start, end, parent, qp, qt, qts)
+    assert got.tolist() == [0, 1, -1]
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_distinct_frames_equal_numpy_unique(seed: int) -> None:
     # GIVEN innermost frame positions (-1: none) among `count` frames

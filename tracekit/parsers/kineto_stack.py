@@ -257,12 +257,18 @@ def _enclosing(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndar
         js = lo + np.searchsorted(start[lo:hi], qts[sel], side="right") - 1
         frame[sel] = np.where(js >= lo, js, -1)
     # only the queries whose frame ended before them move up (once enclosed or without a
-    # frame, a query stays as it is)
+    # frame, a query stays as it is); a walk longer than the frames count is in a parent
+    # cycle (malformed ids) and finds no enclosing frame
     active = np.flatnonzero(frame >= 0)
+    rounds = 0
     while active.size:
         active = active[end[frame[active]] < qts[active]]
+        if rounds > parent.size:
+            frame[active] = -1
+            break
         frame[active] = parent[frame[active]]
         active = active[frame[active] >= 0]
+        rounds += 1
     return frame
 
 
