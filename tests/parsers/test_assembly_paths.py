@@ -19,6 +19,7 @@ from tracekit.parsers.kineto_nest import (
     ints_at,
     valid_mask,
 )
+from tracekit.parsers.kineto_ops import ShapeOps
 from tracekit.parsers.kineto_spread import Holders, spread, spread_fast
 from tracekit.parsers.kineto_stack import _distinct, _enclosing, _parents, frame_order
 
@@ -276,3 +277,23 @@ def test_row_key_in_numpy_equals_arrow_compute() -> None:
     # THEN the keys equal (pid + 1) << 32 | (tid + 1) computed by Arrow
     want = pc.bit_wise_or(pc.shift_left(pc.add(pid, 1), 32), pc.add(tid, 1))
     assert got.equals(want)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_shape_ops_by_name_equal_the_ops_listed_one_by_one(seed: int) -> None:
+    # GIVEN c10d ops as name codes into a dictionary, some with record_shapes args
+    rng = np.random.default_rng(seed)
+    names = ["c10d::allreduce_", "c10d::broadcast_", "gloo:all_reduce", "c10d::barrier"]
+    n = int(rng.integers(0, 30))
+    codes, rows = rng.integers(0, len(names), n), np.arange(n) * 3
+    event = rows + 100
+    with_args = {int(r): {"Input Dims": [[int(rng.integers(1, 3))]]}
+                 for r in rows[rng.random(n) < 0.3].tolist()} if seed % 2 else {}
+    # WHEN grouped by name (and args) in columns, and from one tuple per op
+    fast = ShapeOps.by_name(event, codes, names, with_args, rows)
+    slow = ShapeOps.of([(int(e), names[c], with_args.get(int(r), {}))
+                        for e, c, r in zip(event, codes, rows, strict=True)])
+    # THEN every op has the same event index and the same (name, args)
+    assert fast.event.tolist() == slow.event.tolist() == event.tolist()
+    assert [fast.distinct[k] for k in fast.key.tolist()] == \
+        [slow.distinct[k] for k in slow.key.tolist()]

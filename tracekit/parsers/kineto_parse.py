@@ -28,6 +28,7 @@ from tracekit.parsers.kineto_decode import DECODER, EXACT_DECODER, InexactTime
 from tracekit.parsers.kineto_fast import native_piece
 from tracekit.parsers.kineto_native import available as native_available
 from tracekit.parsers.kineto_native import release_scratch
+from tracekit.parsers.kineto_ops import ShapeOps
 from tracekit.parsers.kineto_piece import BadEvent, Piece, decode_piece
 from tracekit.parsers.kineto_pool import PieceDecoder, usable_jobs
 from tracekit.parsers.kineto_spread import release_memory
@@ -42,7 +43,7 @@ class RawTrace:
 
     raw: pa.Table  # timed events: EVENT_ID and the raw columns
     comm: pa.Table | None
-    extra: list[tuple[int, str, dict[str, Any]]]
+    extra: ShapeOps
     threads: list[tuple[Any, Any, str]]
     n_events: int
     meta: dict[str, Any]
@@ -50,7 +51,7 @@ class RawTrace:
     def detach_side(self) -> list[Any]:
         """[comm, extra], handed over like ``detach_raw``."""
         side = [self.comm, self.extra]
-        self.comm, self.extra = None, []
+        self.comm, self.extra = None, ShapeOps()
         return side
 
     def detach_raw(self) -> pa.Table:

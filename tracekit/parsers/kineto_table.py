@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 
@@ -35,6 +34,7 @@ from tracekit.parsers.kineto_nest import (
     ints_at,
     one_chunk,
 )
+from tracekit.parsers.kineto_ops import ShapeOps
 from tracekit.parsers.kineto_params import param_comms_side
 from tracekit.parsers.kineto_piece import Piece
 from tracekit.parsers.kineto_shapes import from_inputs
@@ -54,14 +54,14 @@ GENERIC_THREAD = "(python)"
 
 def concat_pieces(
     pieces: Sequence[Piece],
-) -> tuple[pa.Table, pa.Table | None, list[tuple[int, str, dict[str, Any]]],
-           list[tuple[Any, Any, str]], int]:
-    """(timed events, comm args side table or None, shape args, thread names, event count)."""
+) -> tuple[pa.Table, pa.Table | None, ShapeOps, list[tuple[Any, Any, str]], int]:
+    """(timed events, comm args side table or None, c10d / gloo ops with their shape args,
+    thread names, event count)."""
     tables = [p.columns for p in pieces]
     raw = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
     comms = [p.comm for p in pieces if p.comm is not None]
     comm = pa.concat_tables(comms, promote_options="permissive") if comms else None
-    extra = [x for p in pieces for x in p.extra]
+    extra = ShapeOps.of([x for p in pieces for x in p.extra])
     threads = [t for p in pieces for t in p.threads]
     return raw, comm, extra, threads, sum(p.n_events for p in pieces)
 
@@ -82,7 +82,7 @@ def thread_names(threads: Sequence[tuple[Any, Any, str]]) -> dict[tuple, str]:
 def build_events(
     t: pa.Table,
     comm: pa.Table | None,
-    extra: Sequence[tuple[int, str, dict[str, Any]]],
+    extra: ShapeOps | Sequence[tuple[int, str, dict[str, Any]]],
     threads: Sequence[tuple[Any, Any, str]],
     *,
     rank: int,
@@ -90,7 +90,10 @@ def build_events(
     pg_by_name: Mapping[str, Mapping[str, Any]],
     pg_by_uid: Mapping[str, str],
 ) -> pa.Table:
-    """EVENTS of one rank from its timed events ``t`` and the pieces' side data."""
+    """EVENTS of one rank from its timed events ``t`` and the pieces' side data (``extra``:
+    the c10d / gloo ops, or their (event index, name, args) tuples)."""
+    if not isinstance(extra, ShapeOps):
+        extra = ShapeOps.of(extra)
     return build_events_from([t], [comm, extra], threads, rank=rank, source=source,
                              pg_by_name=pg_by_name, pg_by_uid=pg_by_uid)
 
@@ -172,42 +175,40 @@ def build_events_from(
 
 def _side_table(
     comm: pa.Table | None,
-    extra: Sequence[tuple[int, str, dict[str, Any]]],
+    ops: ShapeOps,
     pg_by_name: Mapping[str, Mapping[str, Any]],
     pg_by_uid: Mapping[str, str],
 ) -> pa.Table | None:
     """One row per event with its own communication metadata, sorted by event index: the
-    record_param_comms args (vectorised), else the record_shapes inputs of c10d / gloo ops."""
+    record_param_comms args (vectorised), else the record_shapes inputs of c10d / gloo ops
+    (one record per distinct (name, args): ops repeat with the same shapes layer after
+    layer)."""
     parts: list[pa.Table] = []
     part_idx: list[np.ndarray] = []  # the event index of each row of ``parts``
-    todo = extra  # the events without record_param_comms args of their own
+    todo = np.ones(len(ops), dtype=bool)  # the ops without record_param_comms args of their own
     if comm is not None and comm.num_rows:
         parts.append(param_comms_side(comm, pg_by_name, pg_by_uid))
         part_idx.append(np.asarray(parts[0].column(RAW_IDX).to_numpy(), dtype=np.int64))
         own = np.sort(np.asarray(comm.column(RAW_IDX).to_numpy(), dtype=np.int64))
-        ids = np.fromiter((e[0] for e in extra), np.int64, len(extra))
-        taken = own[np.minimum(np.searchsorted(own, ids), own.size - 1)] == ids
-        if taken.any():
-            todo = [e for e, t in zip(extra, taken.tolist(), strict=True) if not t]
-    # one record per distinct (name, args): ops repeat with the same shapes layer after layer
-    encode = msgspec.json.encode
-    keys = [(name or "", encode(args)) for _, name, args in todo]
+        if len(ops):
+            todo = own[np.minimum(np.searchsorted(own, ops.event), own.size - 1)] != ops.event
+    keys = ops.key[todo]
+    record_of = np.full(len(ops.distinct), -1, dtype=np.int64)  # -1: the inputs give none
     distinct: list[CommRecord] = []
-    record_of: dict[tuple[str, bytes], int] = {}  # -1: the inputs give no record
-    for key, (_, name, args) in zip(keys, todo, strict=True):
-        if key not in record_of:
-            rec = from_inputs(name or "", args)
-            if rec is not None:
-                _fill_group(rec, pg_by_name, pg_by_uid)
-                distinct.append(rec)
-            record_of[key] = len(distinct) - 1 if rec is not None else -1
+    for k in np.unique(keys).tolist():
+        name, args = ops.distinct[k]
+        rec = from_inputs(name, args)
+        if rec is not None:
+            _fill_group(rec, pg_by_name, pg_by_uid)
+            record_of[k] = len(distinct)
+            distinct.append(rec)
     # every row comes out of one take of the parts (the distinct records once each), in
     # event order (a stable sort, as Arrow's sort_by)
     src = [np.arange(parts[0].num_rows, dtype=np.int64)] if parts else []
     if distinct:
-        which = np.array([record_of[k] for k in keys], dtype=np.int64)
+        which = record_of[keys]
         held = which >= 0
-        part_idx.append(np.array([e[0] for e in todo], dtype=np.int64)[held])
+        part_idx.append(ops.event[todo][held])
         src.append(which[held] + (parts[0].num_rows if parts else 0))
         parts.append(_record_table(distinct, range(len(distinct))))
     if not parts:

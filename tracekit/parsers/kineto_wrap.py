@@ -15,6 +15,7 @@ from tracekit.parsers import kineto_accum_c as A
 from tracekit.parsers.kineto_accum import Accumulator
 from tracekit.parsers.kineto_codes import dict_codes, masked
 from tracekit.parsers.kineto_decode import COMM_FIELDS, RAW_IDX
+from tracekit.parsers.kineto_ops import ShapeOps
 from tracekit.parsers.kineto_piece import COMM_TYPES, _any_prefix, _codes_matching
 
 
@@ -112,14 +113,12 @@ def _strings(off_ptr: int, data_ptr: int, size: int) -> pa.StringArray:
 
 
 def shape_ops(table: pa.Table, name: pa.DictionaryArray,
-           shapes: dict[int, dict[str, Any]]) -> list[tuple[int, str, dict[str, Any]]]:
-    """(event index, name, record_shapes args) of every timed c10d / gloo op, as the piece
-    path lists them (an op without such args gets an empty dict)."""
+              shapes: dict[int, dict[str, Any]]) -> ShapeOps:
+    """Every timed c10d / gloo op with its record_shapes args (by row; an op without such
+    args has an empty dict), as the piece path gives them."""
     rows = np.flatnonzero(_codes_matching(name, _any_prefix))
     if not rows.size:
-        return []
-    names = name.dictionary.to_pylist()
-    event_id = table.column(S.EVENT_ID).chunk(0).to_numpy()[rows].tolist()
-    codes = dict_codes(name)[rows].tolist()  # never -1 here: a null name has no prefix
-    return [(e, names[c], shapes.get(r, {}))
-            for e, c, r in zip(event_id, codes, rows.tolist(), strict=True)]
+        return ShapeOps()
+    event_id = table.column(S.EVENT_ID).chunk(0).to_numpy()[rows]
+    codes = dict_codes(name)[rows]  # never -1 here: a null name has no prefix
+    return ShapeOps.by_name(event_id, codes, name.dictionary.to_pylist(), shapes, rows)
