@@ -219,7 +219,9 @@ class _Windows:
     every byte first (about 0.08 s of kernel time on the 500 MB benchmark rank). Each
     window is the text the previous block left over plus the next CHUNK_BYTES, as the
     ring's; a window's pages count in the RSS only while it is mapped (its array holds the
-    map; the last blocks in use are the only ones alive)."""
+    map; the last blocks in use are the only ones alive). A file that another process
+    truncates while it is read would fault on the lost pages: trace files are read once the
+    profiler has written them (``tracekit capture`` analyses after the run)."""
 
     def __init__(self, lib: Any, stream: BinaryIO, start: int) -> None:
         self.lib = lib
