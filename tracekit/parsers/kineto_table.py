@@ -79,25 +79,6 @@ def thread_names(threads: Sequence[tuple[Any, Any, str]]) -> dict[tuple, str]:
     return out
 
 
-def build_events(
-    t: pa.Table,
-    comm: pa.Table | None,
-    extra: ShapeOps | Sequence[tuple[int, str, dict[str, Any]]],
-    threads: Sequence[tuple[Any, Any, str]],
-    *,
-    rank: int,
-    source: str,
-    pg_by_name: Mapping[str, Mapping[str, Any]],
-    pg_by_uid: Mapping[str, str],
-) -> pa.Table:
-    """EVENTS of one rank from its timed events ``t`` and the pieces' side data (``extra``:
-    the c10d / gloo ops, or their (event index, name, args) tuples)."""
-    if not isinstance(extra, ShapeOps):
-        extra = ShapeOps.of(extra)
-    return build_events_from([t], [comm, extra], threads, rank=rank, source=source,
-                             pg_by_name=pg_by_name, pg_by_uid=pg_by_uid)
-
-
 def _single_chunks(holder: list[pa.Table]) -> pa.Table:
     """The table taken out of ``holder``, its columns made single-chunk one at a time (each
     multi-chunk original is freed before the next column is copied)."""
@@ -119,9 +100,9 @@ def build_events_from(
     pg_by_name: Mapping[str, Mapping[str, Any]],
     pg_by_uid: Mapping[str, str],
 ) -> pa.Table:
-    """``build_events`` of the one table in ``raw`` and of ``side_data`` ([comm, extra]),
-    which it takes out of their lists: then nothing else holds them, and what EVENTS does not
-    keep is freed early."""
+    """EVENTS of one rank from the one timed-event table in ``raw`` and ``side_data``
+    ([comm args side table or None, ShapeOps]), which it takes out of their lists: then
+    nothing else holds them, and what EVENTS does not keep is freed early."""
     t = _single_chunks(raw)
     comm, extra = side_data
     side_data.clear()
