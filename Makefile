@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
-# torch comes only as the CPU wheel torch==2.13.0 (pyproject pins it); /opt/wheels holds it here.
+# The capture extra asks for torch>=2.1 (a user keeps their own CUDA build); here torch is pinned to
+# the CPU wheel torch==2.13.0 in the same install, so no range can pull a CUDA build. /opt/wheels holds it.
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
 .PHONY: setup demo test lint typecheck browser sample-traces bench bench-scale accuracy clean
@@ -11,7 +12,7 @@ WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(WHEELS) -e '.[capture,html,dist,fast,test]'
+	$(BIN)/python -m pip install -q $(WHEELS) 'torch==2.13.0' -e '.[capture,html,dist,fast,test]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
