@@ -8,9 +8,9 @@ the 2023 layout ``test_rank_N/ASCEND_PROFILER_OUTPUT``: any directory with an
 The Run holds EVENTS for every rank (an HCCL op is a device ``kernel`` row, category ``HCCL``,
 like an NCCL kernel: op, dtype, element counts, bytes, seq, comms id, the profiler's own
 transit / wait / sync / idle times, and the communicator), PROCESS_GROUPS (pg_name = HCCL
-communicator name, pg_desc = group_name), RANK_INFO (format "ascend") and, in ``Run.extra``, the ASCEND_COMM_OPS /
-ASCEND_COMM_BANDWIDTH / ASCEND_COMM_MATRIX tables keyed by (rank, event_id) and
-ASCEND_DEVICES (the NPU model when the export names it).
+communicator name, pg_desc = group_name), RANK_INFO (format "ascend") and, in
+``Run.extra``, the ASCEND_COMM_OPS / ASCEND_COMM_BANDWIDTH / ASCEND_COMM_MATRIX tables keyed
+by (rank, event_id) and ASCEND_DEVICES (the NPU model when the export names it).
 
 Communicator identity of an op (EVENTS.pg_name): the HCCL comm name when a file gives it, else
 the full group hash, else ``*<3 digits>``, the hash tail of its name (text Level0 exports have
