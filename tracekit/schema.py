@@ -81,6 +81,11 @@ SEQ = "seq"
 COMMS_ID = "comms_id"
 PEER_RANK = "peer_rank"
 META_SOURCE = "meta_source"
+# --- profiler's own per-op communication times (Ascend communication.json / analysis.db) ---
+PROF_TRANSIT_NS = "prof_transit_ns"
+PROF_WAIT_NS = "prof_wait_ns"
+PROF_SYNC_NS = "prof_sync_ns"
+PROF_IDLE_NS = "prof_idle_ns"
 
 # attribution (ATTRIBUTED)
 KERNEL_CLASS = "kernel_class"
@@ -339,6 +344,15 @@ EVENTS = pa.schema(
         _f(COMMS_ID, pa.uint64(), "Comms Id: the same on every rank of one collective"),
         _f(PEER_RANK, pa.int32(), "peer global rank of a send/recv (or root of broadcast/reduce)"),
         _f(META_SOURCE, _DICT, "where the communication metadata came from, schema.MetaSource"),
+        _f(PROF_TRANSIT_NS, pa.int64(), "the exporting profiler's own transfer time of this op on "
+           "this rank (Ascend Transit Time: time on the SDMA + RDMA links); null when the "
+           "trace has none", "ns"),
+        _f(PROF_WAIT_NS, pa.int64(), "the profiler's own wait time of this op on this rank "
+           "(Ascend Wait Time: all notify waits); null when the trace has none", "ns"),
+        _f(PROF_SYNC_NS, pa.int64(), "the profiler's own synchronisation time (Ascend "
+           "Synchronization Time: wait before the first transfer, part of the wait)", "ns"),
+        _f(PROF_IDLE_NS, pa.int64(), "the profiler's own idle time of the op (Ascend Idle "
+           "Time = Elapse - Transit - Wait)", "ns"),
     ],
     metadata={"table": "EVENTS", "schema_version": SCHEMA_VERSION},
 )

@@ -6,11 +6,18 @@ the 2023 layout ``test_rank_N/ASCEND_PROFILER_OUTPUT``: any directory with an
 ``ASCEND_PROFILER_OUTPUT`` child is one rank.
 
 The Run holds EVENTS for every rank (an HCCL op is a device ``kernel`` row, category ``HCCL``,
-like an NCCL kernel: op, dtype, element counts, bytes, seq, comms id and the communicator from
-``parallel_group_info``), PROCESS_GROUPS (pg_name = HCCL communicator name, pg_desc =
-group_name), RANK_INFO (format "ascend") and, in ``Run.extra``, the ASCEND_COMM_OPS /
-ASCEND_COMM_BANDWIDTH / ASCEND_COMM_MATRIX tables keyed by (rank, event_id) and
-ASCEND_DEVICES (the NPU model when the export names it).
+like an NCCL kernel: op, dtype, element counts, bytes, seq, comms id, the profiler's own
+transit / wait / sync / idle times, and the communicator), PROCESS_GROUPS (pg_name = HCCL
+communicator name, pg_desc = group_name), RANK_INFO (format "ascend") and, in
+``Run.extra``, the ASCEND_COMM_OPS / ASCEND_COMM_BANDWIDTH / ASCEND_COMM_MATRIX tables keyed
+by (rank, event_id) and ASCEND_DEVICES (the NPU model when the export names it).
+
+Communicator identity of an op (EVENTS.pg_name): the HCCL comm name when a file gives it, else
+the full group hash, else ``*<3 digits>``, the hash tail of its name (text Level0 exports have
+nothing more). ``seq`` is the op's index in that communicator from its name, so
+(pg_name, op, seq) names one collective on every rank. Size and members (group_size,
+pg_ranks) come from ascend_groups: parallel_group_info, cluster_analysis_output, or a
+communication matrix that proves the size.
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ import pyarrow.compute as pc
 from tracekit import api
 from tracekit import schema as S
 from tracekit.errors import BadInputError
-from tracekit.parsers.ascend_hccl import double_hash
-from tracekit.parsers.ascend_ops import CommGroup, comm_columns
+from tracekit.parsers import ascend_groups as G
+from tracekit.parsers.ascend_hccl import double_hash, split_op_names
+from tracekit.parsers.ascend_ops import CommGroup, comm_columns, sequence_numbers
 from tracekit.parsers.ascend_rank import OUTPUT, RankData, group_hashes, read_rank
 
 FORMAT = "ascend"
@@ -81,10 +89,14 @@ def load_ascend(path: Path, options: api.LoadOptions) -> api.Run:
     _assign_ranks(datas, options, path)
     groups = _all_groups(datas)
     names = _names_by_hash(datas, groups)
-    tables = [_events(d, groups, names) for d in datas]
+    matrix = _matrix(datas)
+    members = G.merge(G.from_groups(groups), G.from_cluster(_cluster_dirs(path, datas)),
+                      G.from_matrix(matrix))
+    tables = [_events(d, groups, names, members) for d in datas]
+    events = _run_wide_seq(pa.concat_tables(tables))
     run = api.Run(
-        events=pa.concat_tables(tables),
-        process_groups=_process_groups(datas, groups, names),
+        events=events,
+        process_groups=_process_groups(datas, groups, events, G.local_ranks(matrix), names),
         rank_info=_rank_info(datas, tables),
         skipped=skipped,
     )
@@ -157,13 +169,50 @@ def _all_groups(datas: list[RankData]) -> list[CommGroup]:
 
 
 def _names_by_hash(datas: list[RankData], groups: list[CommGroup]) -> dict[str, str]:
-    """Communicator hash -> HCCL comm name, from parallel_group_info and the db's raw names."""
-    out = {str(double_hash(n)): n for d in datas for n in d.raw_groups if n}
+    """Communicator hash -> HCCL comm name, from parallel_group_info and the db's raw names;
+    every other full hash a rank's files name maps to itself (so that op names' 3-digit
+    tails resolve to it on the ranks whose files lack it)."""
+    out: dict[str, str] = {}
+    for d in datas:
+        for t in (d.comm_ops, d.comm_bw, d.comm_matrix):
+            if t is not None:
+                out.update({h: h for h in t[S.GROUP_HASH].drop_null().to_pylist()})
+    out.update({str(double_hash(n)): n for d in datas for n in d.raw_groups if n})
     out.update({g.hash: g.comm_name for g in groups})
     return out
 
 
-def _events(data: RankData, groups: list[CommGroup], names: dict[str, str]) -> pa.Table:
+def _matrix(datas: list[RankData]) -> pa.Table:
+    parts = [d.comm_matrix.set_column(0, S.RANK, pa.array([d.rank] * d.comm_matrix.num_rows,
+                                                          pa.int32()))
+             for d in datas if d.comm_matrix is not None]
+    return S.conform(pa.concat_tables(parts), S.ASCEND_COMM_MATRIX) if parts else S.empty(
+        S.ASCEND_COMM_MATRIX)
+
+
+def _cluster_dirs(path: Path, datas: list[RankData]) -> list[Path]:
+    """Where msprof-analyze writes cluster_analysis_output/: the folder holding the rank
+    directories (the path given, or the parent of a single rank directory)."""
+    out = [path] + [d.directory.parent for d in datas]
+    return list(dict.fromkeys(p.resolve() for p in out))
+
+
+_PROF = ((S.PROF_TRANSIT_NS, S.TRANSFER_NS), (S.PROF_WAIT_NS, S.WAIT_NS),
+         (S.PROF_SYNC_NS, S.SYNC_NS), (S.PROF_IDLE_NS, S.IDLE_NS))
+
+
+def _prof_times(data: RankData, names: pa.Array) -> dict[str, pa.Array]:
+    """The profiler's own Transit / Wait / Synchronization / Idle of each op row, joined by
+    op name (the first entry of a name, as for the ASCEND_COMM_OPS event ids)."""
+    if data.comm_ops is None or data.comm_ops.num_rows == 0:
+        return {}
+    ops = data.comm_ops
+    idx = pc.index_in(names, value_set=ops[S.NAME].combine_chunks().cast(pa.string()))
+    return {col: pc.take(ops[src].combine_chunks(), idx) for col, src in _PROF}
+
+
+def _events(data: RankData, groups: list[CommGroup], names: dict[str, str],
+            members: dict[str, G.Members]) -> pa.Table:
     cols = dict(data.columns)
     n = len(cols[S.TS_NS])
     is_op = cols["_is_op"]
@@ -172,7 +221,8 @@ def _events(data: RankData, groups: list[CommGroup], names: dict[str, str]) -> p
     dtype_col = cols.get(S.DTYPE, pa.nulls(n, pa.string()))
     count_col = cols.get("_count", pa.nulls(n, pa.int64()))
     comm = comm_columns(names, pc.filter(dtype_col, is_op), pc.filter(count_col, is_op),
-                        group_hashes(data, names), groups, names_by_hash)
+                        group_hashes(data, names), groups, names_by_hash, members)
+    comm.update(_prof_times(data, pc.cast(names, pa.string())))
     positions = pc.indices_nonzero(is_op)
     for key, values in comm.items():
         if key.startswith("_"):
@@ -192,30 +242,59 @@ def _scatter(base: pa.Array, positions: pa.Array, values: pa.Array) -> pa.Array:
     return pc.coalesce(pc.take(values, idx), base) if len(values) else base
 
 
-def _process_groups(datas: list[RankData], groups: list[CommGroup],
-                    names: dict[str, str]) -> pa.Table:
+def _process_groups(datas: list[RankData], groups: list[CommGroup], events: pa.Table,
+                    local: dict[tuple[int, str], int], names: dict[str, str]) -> pa.Table:
+    """One row per (rank, communicator): the parallel_group_info groups the rank is in, then
+    every other communicator its HCCL ops ran on, with the size / members / group-local rank
+    the run's evidence gives (ascend_groups), null where it gives none."""
     rows: dict[str, list[object]] = {f.name: [] for f in S.PROCESS_GROUPS}
+
+    def add(rank: int | None, name: object, desc: object, ranks: object, size: object,
+            grank: object) -> None:
+        for col, value in ((S.RANK, rank), (S.PG_NAME, name), (S.PG_DESC, desc),
+                           (S.PG_RANKS, ranks), (S.GROUP_SIZE, size), (S.GROUP_RANK, grank),
+                           (S.BACKEND, BACKEND)):
+            rows[col].append(value)
+
+    hash_of = {name: h for h, name in names.items()}
+    ops = events.filter(pc.is_valid(events[S.PG_NAME])).select(
+        [S.RANK, S.PG_NAME, S.PG_DESC, S.PG_RANKS, S.GROUP_SIZE]).to_pylist()
     for d in datas:
+        assert d.rank is not None
         own = {g.comm_name: g for g in d.meta.groups}
-        members = [g for g in groups if d.rank in g.global_ranks]
-        for g in members:
+        listed = set()
+        for g in (g for g in groups if d.rank in g.global_ranks):
             mine = own.get(g.comm_name)
             grank = mine.group_rank if mine and mine.group_rank is not None else (
-                g.global_ranks.index(d.rank) if d.rank in g.global_ranks else None)
-            for col, value in ((S.RANK, d.rank), (S.PG_NAME, g.comm_name),
-                               (S.PG_DESC, g.group_name), (S.PG_RANKS, list(g.global_ranks)),
-                               (S.GROUP_SIZE, len(g.global_ranks)), (S.GROUP_RANK, grank),
-                               (S.BACKEND, BACKEND)):
-                rows[col].append(value)
-        known = {g.hash for g in members}
-        if d.comm_ops is not None:
-            for h in sorted(set(d.comm_ops[S.GROUP_HASH].drop_null().to_pylist()) - known):
-                for col, value in ((S.RANK, d.rank), (S.PG_NAME, names.get(h, h)),
-                                   (S.PG_DESC, None), (S.PG_RANKS, None), (S.GROUP_SIZE, None),
-                                   (S.GROUP_RANK, None), (S.BACKEND, BACKEND)):
-                    rows[col].append(value)
+                g.global_ranks.index(d.rank))
+            add(d.rank, g.comm_name, g.group_name, list(g.global_ranks), len(g.global_ranks),
+                grank)
+            listed.add(g.comm_name)
+        for r in ops:
+            name = r[S.PG_NAME]
+            if r[S.RANK] != d.rank or name in listed:
+                continue
+            listed.add(name)
+            ranks = r[S.PG_RANKS]
+            index = ranks.index(d.rank) if ranks and d.rank in ranks else local.get(
+                (d.rank, hash_of.get(name, "")))
+            add(d.rank, name, r[S.PG_DESC], ranks, r[S.GROUP_SIZE], index)
     plain = pa.table({f.name: pa.array(rows[f.name], _plain(f.type)) for f in S.PROCESS_GROUPS})
     return S.conform(plain, S.PROCESS_GROUPS)
+
+
+def _run_wide_seq(events: pa.Table) -> pa.Table:
+    """EVENTS.seq of the HCCL ops decided over every rank at once (ascend_ops
+    sequence_numbers), so that one communicator's ops get the same seq form on all ranks."""
+    is_op = pc.and_(pc.is_valid(events[S.PG_NAME]), pc.is_valid(events[S.OP]))
+    if not pc.any(is_op).as_py():
+        return events
+    pos = pc.indices_nonzero(is_op)
+    ops = events.filter(is_op)
+    seq = sequence_numbers(split_op_names(pc.cast(ops[S.NAME], pa.string())),
+                           pc.cast(ops[S.PG_NAME], pa.string()))
+    col = _scatter(events[S.SEQ].combine_chunks(), pos, seq)
+    return events.set_column(events.schema.get_field_index(S.SEQ), S.SEQ, col)
 
 
 def _plain(t: pa.DataType) -> pa.DataType:

@@ -148,15 +148,35 @@ _BW_SQL = (
     "MAX(transit_time), MAX(bandwidth) FROM CommAnalyzerBandwidth "
     "GROUP BY hccl_op_name, group_name, step, transport_type"
 )
+_MATRIX_SQL = (
+    "SELECT hccl_op_name, op_name, group_name, step, type, src_rank, dst_rank, transport_type, "
+    "transit_size, transit_time, bandwidth FROM CommAnalyzerMatrix"
+)
+COMM_TABLES = ("CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix")
 
 
-def read_analysis_db(path: Path, rank: int) -> tuple[pa.Table, pa.Table]:
-    """(ASCEND_COMM_OPS, ASCEND_COMM_BANDWIDTH) from analysis.db (db export)."""
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open an export's SQLite file truly read-only: ``immutable=1`` tells SQLite the file
+    cannot change, so it takes no lock and writes no -shm / -wal / -journal beside it (an
+    export on a read-only share, or one another tool is reading, is left as it was)."""
+    uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
+    return sqlite3.connect(uri, uri=True)
+
+
+def read_analysis_db(path: Path, rank: int) -> tuple[pa.Table, pa.Table, pa.Table] | None:
+    """(ASCEND_COMM_OPS, ASCEND_COMM_BANDWIDTH, ASCEND_COMM_MATRIX) from analysis.db (db
+    export); None when it has no communication tables: a Level0 export's analysis.db holds
+    only StepTraceTime (the ops and their times are then in the profiler db alone)."""
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = connect_readonly(path)
         try:
+            tables = {r[0] for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+            if "CommAnalyzerTime" not in tables:
+                return None
             times = con.execute(_TIME_SQL).fetchall()
-            bands = con.execute(_BW_SQL).fetchall()
+            bands = con.execute(_BW_SQL).fetchall() if "CommAnalyzerBandwidth" in tables else []
+            links = con.execute(_MATRIX_SQL).fetchall() if "CommAnalyzerMatrix" in tables else []
         finally:
             con.close()
     except sqlite3.Error as exc:
@@ -179,5 +199,23 @@ def read_analysis_db(path: Path, rank: int) -> tuple[pa.Table, pa.Table]:
         S.TRANSFER_NS: [ms_to_ns(r[5]) for r in bands],
         S.BANDWIDTH_GBPS: [as_float(r[6]) for r in bands],
     }
+    mat = {
+        S.RANK: [rank] * len(links), S.NAME: [r[0] for r in links],
+        S.HCCL_OP: [r[1] or None for r in links], S.GROUP_HASH: [r[2] for r in links],
+        S.STEP: [r[3] for r in links], S.COMM_KIND: [r[4] for r in links],
+        S.SRC_RANK: [_int(r[5]) for r in links], S.DST_RANK: [_int(r[6]) for r in links],
+        S.TRANSPORT: [r[7] for r in links], S.TRANSIT_BYTES: [mb_to_bytes(r[8]) for r in links],
+        S.TRANSFER_NS: [ms_to_ns(r[9]) for r in links],
+        S.BANDWIDTH_GBPS: [as_float(r[10]) for r in links],
+    }
     return (pa.Table.from_pydict(ops, schema=_plain(S.ASCEND_COMM_OPS)),
-            pa.Table.from_pydict(bws, schema=_plain(S.ASCEND_COMM_BANDWIDTH)))
+            pa.Table.from_pydict(bws, schema=_plain(S.ASCEND_COMM_BANDWIDTH)),
+            pa.Table.from_pydict(mat, schema=_plain(S.ASCEND_COMM_MATRIX)))
+
+
+def _int(value: object) -> int | None:
+    """A group-local rank as analysis.db stores it (TEXT '0', or an integer)."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return None

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
+from tracekit.parsers.ascend_comm import connect_readonly
 from tracekit.parsers.ascend_links import user_frames
 from tracekit.parsers.ascend_trace_view import STEP_PREFIX
 from tracekit.schema import Kind
@@ -52,7 +53,7 @@ class DbRank:
 
 def _connect(path: Path) -> sqlite3.Connection:
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = connect_readonly(path)
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error as exc:
         raise BadInputError(f"not a readable SQLite database ({exc})", path) from None

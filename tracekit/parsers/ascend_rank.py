@@ -88,8 +88,10 @@ def _from_db(rank_dir: Path, db: Path, meta: RankMeta) -> RankData:
     data = RankData(rank, rank_dir, db, d.columns, meta, d.device, list(d.group_names),
                     model=d.model, host=d.host)
     analysis = db.parent / ANALYSIS_DB
-    if analysis.is_file():
-        data.comm_ops, data.comm_bw = read_analysis_db(analysis, rank if rank is not None else -1)
+    comm = read_analysis_db(analysis, rank if rank is not None else -1) if (
+        analysis.is_file()) else None
+    if comm is not None:
+        data.comm_ops, data.comm_bw, data.comm_matrix = comm
     return data
 
 
