@@ -171,11 +171,9 @@ def write_index(out: Path) -> Path:
     for s in SCENARIOS:
         ranks = s.args[s.args.index("--tp") + 1]
         rows.append(f"| [{s.name}]({s.name}/) | {ranks} | {s.about} |")
-    path = out / "README.md"
-    tmp = out / ".README.md.tmp"
-    tmp.write_text(INDEX_HEAD + "\n".join(rows) + "\n")
-    tmp.replace(path)
-    return path
+    from tracekit.io import write_file
+
+    return write_file(out / "README.md", INDEX_HEAD + "\n".join(rows) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
