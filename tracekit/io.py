@@ -151,6 +151,12 @@ def check_file(target: StrPath, inputs: Inputs | None = None, *,
     path = Path(target)
     if inputs is not None and inputs.holds(path):
         raise OutputError(INPUT_REFUSED, path)
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # the folder check words it
+    except (OSError, ValueError) as exc:  # a name too long, a symlink loop, a NUL
+        raise OutputError(_why(exc) if isinstance(exc, OSError) else str(exc), path) from exc
     if path.is_dir():
         raise OutputError("is a folder; give a file name", path)
     if not path.name or path.name in (".", ".."):
