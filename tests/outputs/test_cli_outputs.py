@@ -217,3 +217,26 @@ def test_a_write_failing_after_the_analysis_replaces_nothing(run: Path, tmp_path
     # and out.json is as it was, with no temporary beside it
     assert out.read_text() == "keep me"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "run"]
+
+
+def test_html_without_its_extra_is_one_line_before_any_work(run: Path, tmp_path: Path,
+                                                            monkeypatch, capsys):
+    # GIVEN bokeh not installed (find_spec says so) and a loader that must not be reached
+    import importlib.util
+
+    from tracekit.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "bokeh" else real(name, *a))
+
+    def no_load(*_a, **_k):
+        raise AssertionError("the run was read before the outputs were checked")
+
+    monkeypatch.setattr("tracekit.cli.analyze.load_from_cli", no_load)
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", str(run), "--html", str(tmp_path / "r.html")])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        "tracekit: error: --html needs the 'html' extra (bokeh not installed): "
+        "pip install 'tracekit[html]'\n")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,8 +104,10 @@ def generate(s: Scenario, out: Path) -> Path:
     """Run one scenario into a temporary folder beside ``out/<name>`` and swap it in."""
     ns = parser().parse_args([*s.args, "--scenario", s.name])
     cfg = config_from_args(ns)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{s.name}.", dir=out))
+    from tracekit.io import make_folder, temp_folder
+
+    make_folder(out)
+    tmp = temp_folder(out / s.name)  # 0777 less the umask, like the folder it replaces
     try:
         results = launch(cfg, Outputs(tmp, tmp, s.name))
         matched = all(r.matches for r in results)
