@@ -10,9 +10,6 @@ crashed or concurrent writer never leaves a half-written entry behind.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,20 +49,15 @@ def read_entry(entry: Path) -> RankTables | None:
 def write_entry(cache_dir: Path, key: str, tables: RankTables) -> None:
     import pyarrow.parquet as pq
 
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache_dir))
-    try:
+    from tracekit import io
+
+    # a temporary folder renamed into place; when another process won the race its entry
+    # is kept (it is as good as ours)
+    with io.atomic_folder(cache_dir / key) as tmp:
         for part, table in zip(
             _PARTS, (tables.events, tables.process_groups, tables.rank_info), strict=True
         ):
             pq.write_table(table, tmp / f"{part}.parquet", compression="zstd")
-        try:
-            os.replace(tmp, cache_dir / key)
-        except OSError:  # another process won the race: its entry is as good as ours
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def cached_rank(

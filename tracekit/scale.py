@@ -160,14 +160,10 @@ def part_path(out: Path, part: str, rank: int) -> Path:
 @contextlib.contextmanager
 def _atomic(path: Path) -> Iterator[Path]:
     """A dot-named temporary beside ``path``, renamed onto it when the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    from tracekit import io
+
+    with io.atomic_path(path, make_parents=True) as tmp:
         yield tmp
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 # below this size a part is written plain: compression, statistics and dictionary pages

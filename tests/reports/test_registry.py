@@ -8,6 +8,7 @@ import pytest
 
 from tracekit import reports
 from tracekit.errors import ConfigError
+from tracekit.io import OutputError
 
 
 def test_every_registered_reporter_renders_a_full_analysis(analysis):
@@ -59,8 +60,8 @@ def test_write_atomic_cleans_up_when_the_write_fails(tmp_path: Path, monkeypatch
     def fail(*_a, **_k):
         raise OSError("no space")
 
-    monkeypatch.setattr("tracekit.reports.os.replace", fail)
-    with pytest.raises(OSError):
+    monkeypatch.setattr("tracekit.io.os.replace", fail)
+    with pytest.raises(OutputError, match="cannot write: no space"):
         reports.write_atomic(target, "new")
     assert target.read_text() == "keep"
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]

@@ -7,11 +7,9 @@ Kept free of tracekit imports beyond the standard library so that the injected
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,20 +59,18 @@ def stop_and_export(prof: Any, out_dir: Path, rank: int | None = None) -> Path:
         if info:
             prof.add_metadata_json("distributedInfo", json.dumps(info))
     prof.stop()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from tracekit import io  # standard library only, like this module
+
+    io.make_folder(out_dir)
     rank = current_rank() if rank is None else rank
     final = out_dir / trace_file_name(rank)
-    fd, raw = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".json", dir=out_dir)
-    os.close(fd)
-    tmp_gz = Path(raw + ".gz")
+    raw = io.temp_file(final)  # torch writes plain JSON here; the .gz target compresses it
     try:
-        prof.export_chrome_trace(raw)
-        with open(raw, "rb") as fin, gzip.open(tmp_gz, "wb", compresslevel=9) as fout:
+        prof.export_chrome_trace(str(raw))
+        with open(raw, "rb") as fin, io.atomic_stream(final) as fout:
             shutil.copyfileobj(fin, fout)
-        tmp_gz.replace(final)
     finally:
-        Path(raw).unlink(missing_ok=True)
-        tmp_gz.unlink(missing_ok=True)
+        raw.unlink(missing_ok=True)
     return final
 
 

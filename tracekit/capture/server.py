@@ -110,7 +110,9 @@ def capture_server(c: ServerCapture) -> list[Path]:
     from tracekit.capture.torch import check_out_dir
 
     check_out_dir(c.out_dir)  # the analysis reads the whole folder: start from a clean one
-    c.out_dir.mkdir(parents=True, exist_ok=True)
+    from tracekit.io import make_folder
+
+    make_folder(c.out_dir)
     before = trace_files(c.out_dir)
     post(f"{base}/start_profile", start_body(c), c.http_timeout)
     if c.duration is not None:

@@ -159,7 +159,9 @@ def run_command(command: list[str], out: Path, options: CaptureOptions | None = 
     if not command:
         raise ConfigError("no command given after --")
     check_out_dir(out)
-    out.mkdir(parents=True, exist_ok=True)
+    from tracekit.io import make_folder
+
+    make_folder(out)
     tail: collections.deque[str] = collections.deque(maxlen=200)
     try:
         proc = subprocess.Popen(command, env=capture_env(out, options), stderr=subprocess.PIPE,

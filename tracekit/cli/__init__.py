@@ -48,6 +48,15 @@ def _register() -> None:
 _register()
 
 
+def click_one_line(exc: click.ClickException) -> str:
+    """click's error as one line: the message, then where to read the usage."""
+    text = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        text += f" (see '{ctx.command_path} --help')"
+    return text
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: typed errors become one line on stderr and their exit code."""
     try:
@@ -61,8 +70,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("tracekit: interrupted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # `tracekit` or a group alone: its help, as click prints it
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"tracekit: error: {click_one_line(exc)}", err=True)
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)

@@ -7,11 +7,10 @@ Three separate steps so that the full pipeline and the reporters can be plugged 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tracekit.api import Analysis, AnalyzeOptions, LoadOptions, Run
+    from tracekit.io import Outputs
     from tracekit.summary import Summary
 
 
@@ -52,17 +52,12 @@ def compute(run: Run) -> Summary:
 
 
 def atomic_write(target: Path, write: Callable[[Path], object]) -> None:
-    """Write through a temporary file in the target's directory, then rename it into place."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write through a temporary file in the target's directory, then rename it into place
+    (``tracekit.io.atomic_path``)."""
+    from tracekit import io
+
+    with io.atomic_path(target) as tmp:
+        write(tmp)
 
 
 def summary_dict(summary: Summary, path: Path) -> dict[str, Any]:
@@ -73,15 +68,25 @@ def summary_dict(summary: Summary, path: Path) -> dict[str, Any]:
     return out
 
 
-def write_json(summary: Summary, path: Path, target: Path) -> None:
+def write_json(summary: Summary, path: Path, target: Path,
+               outputs: Outputs | None = None) -> None:
+    from tracekit import io
+
     text = json.dumps(summary_dict(summary, path), indent=2, sort_keys=True) + "\n"
-    atomic_write(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    if outputs is None:
+        io.write_file(target, text)
+    else:
+        outputs.write(target, text)
 
 
-def write_parquet(events: pa.Table, target: Path) -> None:
+def write_parquet(events: pa.Table, target: Path, outputs: Outputs | None = None) -> None:
     import pyarrow.parquet as pq
 
-    atomic_write(target, lambda tmp: pq.write_table(events, tmp, compression="zstd"))
+    from tracekit import io
+
+    with contextlib.ExitStack() as stack:
+        plan = outputs if outputs is not None else stack.enter_context(io.Outputs())
+        plan.write_with(target, lambda fh: pq.write_table(events, fh, compression="zstd"))
 
 
 def _ms(ns: int | None) -> str:
@@ -201,12 +206,16 @@ def partitioned_analysis(path: Path, out: Path, load: LoadOptions,
     return analysis
 
 
-def write_reports(analysis: Analysis, targets: dict[str, Path | None]) -> None:
-    from tracekit import reports
+def write_reports(analysis: Analysis, targets: dict[str, Path | None],
+                  outputs: Outputs | None = None) -> None:
+    """Every report of ``targets``; with ``outputs`` staged there, else written together."""
+    from tracekit import io, reports
 
-    for name, target in targets.items():
-        if target is not None:
-            reports.write(name, analysis, target)
+    with contextlib.ExitStack() as stack:
+        plan = outputs if outputs is not None else stack.enter_context(io.Outputs())
+        for name, target in targets.items():
+            if target is not None:
+                reports.stage(name, analysis, target, plan)
 
 
 # ------------------------------------------------------------------ command
@@ -257,7 +266,13 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
     from tracekit.api import AnalyzeOptions, LoadOptions
+    from tracekit.cli.outputs import plan_outputs
 
+    plan = plan_outputs(
+        files={"json_out": json_out, "parquet_out": parquet_out, "html_out": html_out,
+               "markdown_out": markdown_out, "junit_out": junit_out},
+        folders={"partitioned": partitioned, "cache_dir": cache_dir},
+        formats=[] if html_out is None else ["html"])
     topology = topology_from_kwargs(topo)
     tty = sys.stdout.isatty()
     options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
@@ -266,23 +281,25 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                                      hardware=hardware)
     if partitioned is not None:
         analysis = partitioned_analysis(path, partitioned, options, analyze_options)
-        write_reports(analysis, {"json": json_out, "html": html_out,
-                                 "markdown": markdown_out, "junit": junit_out})
+        with plan:
+            write_reports(analysis, {"json": json_out, "html": html_out,
+                                     "markdown": markdown_out, "junit": junit_out}, plan)
         click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
                    f"partitioned into {partitioned}")
         click.echo(report_text(analysis, color=tty), nl=False)
         return
     run = load_from_cli(path, options)
     summary = compute(run)
-    if summary_only:
-        if json_out is not None:
-            write_json(summary, path, json_out)
-    else:
-        analysis = full_analysis(run, summary, analyze_options)
-        write_reports(analysis, {"json": json_out, "html": html_out,
-                                 "markdown": markdown_out, "junit": junit_out})
-    if parquet_out is not None:
-        write_parquet(run.events, parquet_out)
+    with plan:
+        if summary_only:
+            if json_out is not None:
+                write_json(summary, path, json_out, plan)
+        else:
+            analysis = full_analysis(run, summary, analyze_options)
+            write_reports(analysis, {"json": json_out, "html": html_out,
+                                     "markdown": markdown_out, "junit": junit_out}, plan)
+        if parquet_out is not None:
+            write_parquet(run.events, parquet_out, plan)
     if tty:
         render_rich(summary, path)
     else:

@@ -19,8 +19,11 @@ import click
 def command(out: Path | None, iters: int, max_bytes: int, name: str) -> None:
     """Run a short 2-process gloo ping-pong and all-reduce sweep on 127.0.0.1, fit alpha and
     beta, write the profile and print it."""
+    from tracekit import io
     from tracekit.measure import calibrate
 
+    # the target is checked before the sweep (a missing folder is created when written)
+    io.check_file(out or calibrate.user_config_dir() / f"{name}.yaml", make_parents=True)
     sizes = tuple(s for s in calibrate.DEFAULT_SIZES if s <= max_bytes) or (max_bytes,)
     result = calibrate.sweep(sizes, iters)
     document = calibrate.profile_from_sweep(result, name=name)

@@ -58,9 +58,14 @@ def read_json_report(path: Path) -> dict[str, Any] | None:
     return json_report.sniff(path)
 
 
-def append_step_summary(markdown: str) -> Path | None:
+def step_summary() -> Path | None:
     target = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not target:
+    return Path(target) if target else None
+
+
+def append_step_summary(markdown: str) -> Path | None:
+    target = step_summary()
+    if target is None:
         return None
     with open(target, "a", encoding="utf-8") as fh:
         fh.write(markdown)
@@ -92,7 +97,7 @@ def command(run: Path, max_exposed: float | None, min_efficiency: float | None,
             hardware: str | None, rules_files: tuple[Path, ...], on_error: str,
             cache_dir: Path | None) -> None:
     """Check RUN against thresholds; exit 1 listing the failing checks."""
-    from tracekit import reports
+    from tracekit.cli.outputs import plan_outputs
     from tracekit.reports import checks
     from tracekit.reports import json as json_report
     from tracekit.reports import junit as junit_mod
@@ -100,6 +105,9 @@ def command(run: Path, max_exposed: float | None, min_efficiency: float | None,
 
     if (baseline is None) != (max_regression is None):
         raise ConfigError("--baseline and --max-regression go together")
+    plan = plan_outputs(files={"json_out": json_out, "junit": junit, "markdown": markdown},
+                        folders={"cache_dir": cache_dir})
+    plan.refuse_input(step_summary())
     report = read_json_report(run)
     analysis = None
     if report is None:
@@ -110,14 +118,15 @@ def command(run: Path, max_exposed: float | None, min_efficiency: float | None,
         max_regression_pct=max_regression,
         baseline=json_report.read(baseline) if baseline is not None else None)
     results = checks.evaluate(report, thresholds)
-    if json_out is not None:
-        reports.write_atomic(json_out, json_report.dumps(report))
-    if junit is not None:
-        reports.write_atomic(junit, junit_mod.from_results(results))
     text = (md.render(analysis, results=results) if analysis is not None
             else "\n".join(md.check_lines(results)) + "\n")
-    if markdown is not None:
-        reports.write_atomic(markdown, text)
+    with plan:
+        if json_out is not None:
+            plan.write(json_out, json_report.dumps(report))
+        if junit is not None:
+            plan.write(junit, junit_mod.from_results(results))
+        if markdown is not None:
+            plan.write(markdown, text)
     append_step_summary(text)
     for r in checks.failed(results):
         click.echo(f"FAIL {r.check} [{r.scope}]: {r.message}")

@@ -39,16 +39,19 @@ def command(a: Path, b: Path, label_a: str | None, label_b: str | None, json_out
             markdown: Path | None, hardware: str | None, rules_files: tuple[Path, ...],
             on_error: str, cache_dir: Path | None) -> None:
     """Compare run A (before) with run B (after): per phase, per path, findings."""
+    from tracekit.cli.outputs import plan_outputs
     from tracekit.reports import diff as diff_mod
     from tracekit.reports import json as json_report
-    from tracekit.reports import write_atomic
 
+    plan = plan_outputs(files={"json_out": json_out, "markdown": markdown},
+                        folders={"cache_dir": cache_dir})
     kw = {"hardware": hardware, "rules_files": rules_files, "on_error": on_error,
           "cache_dir": cache_dir}
     d = diff_mod.compare(load_report(a, **kw), load_report(b, **kw),
                          (label_a or a.name, label_b or b.name))
-    if json_out is not None:
-        write_atomic(json_out, json_report.dumps(diff_mod.to_data(d)))
-    if markdown is not None:
-        write_atomic(markdown, diff_mod.render_markdown(d))
+    with plan:
+        if json_out is not None:
+            plan.write(json_out, json_report.dumps(diff_mod.to_data(d)))
+        if markdown is not None:
+            plan.write(markdown, diff_mod.render_markdown(d))
     click.echo(diff_mod.render_text(d, color=sys.stdout.isatty()), nl=False)

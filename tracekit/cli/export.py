@@ -3,7 +3,8 @@
 ``--perfetto FILE`` writes Chrome trace-event JSON (Perfetto UI, chrome://tracing) with
 tracekit's group, path, bound and efficiency in each event's args, plus phase and finding
 tracks. ``--html``, ``--json``, ``--markdown`` and ``--parquet DIR`` write the other reports.
-Every file is written to a temporary name first, then renamed.
+Every file is written to a temporary name first; all are renamed into place once every one
+succeeded (``tracekit.io.Outputs``), and none may be an input of the run.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path 
             rules_files: tuple[Path, ...], on_error: str, cache_dir: Path | None) -> None:
     """Analyse RUN and write it as Perfetto trace, HTML, JSON, Markdown or Parquet."""
     from tracekit import reports
+    from tracekit.cli.outputs import plan_outputs
 
     targets = {"perfetto": perfetto, "html": html, "json": json_out, "markdown": markdown,
                "parquet": parquet}
@@ -39,7 +41,11 @@ def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path 
     if not chosen:
         raise ConfigError("nothing to export: give --perfetto, --html, --json, --markdown "
                           "or --parquet")
+    plan = plan_outputs(
+        files={"perfetto": perfetto, "html": html, "json_out": json_out, "markdown": markdown},
+        folders={"parquet": parquet, "cache_dir": cache_dir}, formats=chosen)
     analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir)
-    for name, path in chosen.items():
-        written = reports.write(name, analysis, path)
-        click.echo(f"wrote {written}")
+    with plan:
+        written = [reports.stage(name, analysis, path, plan) for name, path in chosen.items()]
+    for path in written:
+        click.echo(f"wrote {path}")

@@ -63,8 +63,10 @@ def command(out_dir: Path, tp: int, dp: int, enable_dp_attention: bool, ep: int,
             noise: float, target_mb: float | None, seed: int, naming: str, gz: bool,
             scenario: str, jobs: int | None) -> None:
     """Write a synthetic SGLang-style multi-rank Kineto run with ground-truth sidecars."""
+    from tracekit.io import check_output_folder
     from tracekit.synth import ModelShape, SynthConfig, synth_run
 
+    check_output_folder(out_dir)  # before any work: an ancestor that is a file, no write access
     cfg = SynthConfig(
         tp=tp, dp=dp, enable_dp_attention=enable_dp_attention, ep=ep, moe_dp=moe_dp, a2a=a2a,
         dp_gather=dp_gather, combine=combine, nccl=nccl, torch=torch_v, steps=steps,

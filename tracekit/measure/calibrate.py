@@ -15,7 +15,6 @@ import multiprocessing as mp
 import os
 import platform
 import socket
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,13 +160,6 @@ def write_profile(document: dict[str, Any], path: Path | None = None) -> Path:
     """Validate and write atomically (temp file then rename); default: the user config dir."""
     target = path or user_config_dir() / f"{document['name']}.yaml"
     parse_profile(document, str(target))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dump(document))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    from tracekit import io
+
+    return io.write_file(target, dump(document), make_parents=True)

@@ -14,11 +14,11 @@ bokeh load only for HTML).
 from __future__ import annotations
 
 import importlib
-import os
-import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from tracekit import io
 from tracekit.api import Analysis
 from tracekit.errors import ConfigError
 
@@ -57,34 +57,38 @@ def render(name: str, analysis: Analysis, **options: Any) -> str | bytes:
 
 
 def write_atomic(path: str | Path, content: str | bytes) -> Path:
-    """Write ``content`` to a temporary file beside ``path``, then rename it over ``path``.
+    """Write ``content`` to a temporary file beside ``path``, then rename it over ``path``
+    (``tracekit.io.write_file``: gzip when the name ends ``.gz``, mode 0666 less the umask).
 
     A failure part-way leaves any existing file untouched and no temporary file behind.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return io.write_file(path, content)
 
 
-def write(name: str, analysis: Analysis, path: str | Path, **options: Any) -> Path:
-    """Render with reporter ``name`` and write the result to ``path`` atomically.
-
-    Parquet writes a folder of tables (see ``tracekit.reports.parquet.write``).
-    """
+def stage(name: str, analysis: Analysis, path: str | Path, outputs: io.Outputs,
+          **options: Any) -> Path:
+    """Render with reporter ``name`` into ``outputs`` (put in place when it commits)."""
     if name == "parquet":
         from tracekit.reports import parquet
 
-        return parquet.write(analysis, Path(path), **options)
-    return write_atomic(path, render(name, analysis, **options))
+        return parquet.write(analysis, Path(path), outputs=outputs, **options)
+    return outputs.write(path, render(name, analysis, **options))
 
 
-__all__ = ["REPORTERS", "get", "names", "render", "write", "write_atomic"]
+def write(name: str, analysis: Analysis, path: str | Path, *,
+          inputs: Iterable[str | Path] = (), **options: Any) -> Path:
+    """Render with reporter ``name`` and write the result to ``path`` atomically; a ``path``
+    that is one of ``inputs`` (the run's files) is refused.
+
+    Parquet writes a folder of tables (see ``tracekit.reports.parquet.write``).
+    """
+    with io.Outputs(inputs) as outputs:
+        if name == "parquet":
+            outputs.folder(path)
+        else:
+            outputs.file(path)
+        written = stage(name, analysis, path, outputs, **options)
+    return written
+
+
+__all__ = ["REPORTERS", "get", "names", "render", "stage", "write", "write_atomic"]

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracekit import io
 from tracekit.api import Analysis
 from tracekit.errors import ConfigError
 
@@ -46,12 +47,19 @@ def render(analysis: Analysis, *, table: str = "measured", **_options: Any) -> b
     return to_bytes(present[table])
 
 
-def write(analysis: Analysis, folder: Path, **_options: Any) -> Path:
-    """Write every present result table to ``folder/<name>.parquet``; returns the folder."""
-    from tracekit.reports import write_atomic
+def write(analysis: Analysis, folder: Path, *, outputs: io.Outputs | None = None,
+          **_options: Any) -> Path:
+    """Write every present result table to ``folder/<name>.parquet``; returns the folder.
 
+    With ``outputs`` the files are staged there (put in place when it commits); without,
+    they are written together here."""
+    if outputs is None:
+        with io.Outputs() as own:
+            return write(analysis, folder, outputs=own)
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"Parquet output must be a folder, {folder} is a file")
+    outputs.folder(folder)
     for name, table in tables(analysis).items():
-        write_atomic(folder / f"{name}.parquet", to_bytes(table))
+        with outputs.stream(folder / f"{name}.parquet") as fh:
+            pq.write_table(table, fh, compression="zstd")
     return folder

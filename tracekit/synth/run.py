@@ -12,13 +12,13 @@ import contextlib
 import dataclasses
 import io
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
 from tracekit.engine import map_per_rank
+from tracekit.io import atomic_path, make_folder, write_file
 from tracekit.synth.comm_args import distributed_info
 from tracekit.synth.config import (
     ModelShape,
@@ -51,29 +51,18 @@ def _gzip_writer(raw: IO[bytes], level: int) -> IO[bytes]:
 
 @contextlib.contextmanager
 def atomic_output(path: Path, gz: bool) -> Iterator[IO[bytes]]:
-    """A binary stream that becomes ``path`` only when the block completes."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as raw:
-            if gz:
-                with _gzip_writer(raw, 1) as out:
-                    yield out
-            else:
-                yield raw
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    """A binary stream that becomes ``path`` only when the block completes (gzip level 1:
+    these are test inputs, written fast)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw:
+        if gz:
+            with _gzip_writer(raw, 1) as out:
+                yield out
+        else:
+            yield raw
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(obj, indent=1) + "\n")
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    write_file(path, json.dumps(obj, indent=1) + "\n", compress=False)
 
 
 def render_rank(cfg: SynthConfig, rank: int, out: IO[bytes]) -> tuple[list[dict[str, Any]], int]:
@@ -175,7 +164,7 @@ def synth_run(cfg: SynthConfig, out_dir: Path, *, scenario: str = "synth",
     cfg = cfg.validate()
     if target_mb:
         cfg = dataclasses.replace(cfg, steps=steps_for_target(cfg, int(target_mb * 1e6)))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir)
     jobs_list = [RankJob(cfg, r, str(out_dir), scenario) for r in range(cfg.world)]
     results = map_per_rank(write_rank, jobs_list, engine=engine, jobs=jobs, scheduler=scheduler,
                            progress=progress, label="synth")

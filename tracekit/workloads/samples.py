@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,8 +104,10 @@ def generate(s: Scenario, out: Path) -> Path:
     """Run one scenario into a temporary folder beside ``out/<name>`` and swap it in."""
     ns = parser().parse_args([*s.args, "--scenario", s.name])
     cfg = config_from_args(ns)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{s.name}.", dir=out))
+    from tracekit.io import make_folder, temp_folder
+
+    make_folder(out)
+    tmp = temp_folder(out / s.name)  # 0777 less the umask, like the folder it replaces
     try:
         results = launch(cfg, Outputs(tmp, tmp, s.name))
         matched = all(r.matches for r in results)
@@ -171,11 +172,9 @@ def write_index(out: Path) -> Path:
     for s in SCENARIOS:
         ranks = s.args[s.args.index("--tp") + 1]
         rows.append(f"| [{s.name}]({s.name}/) | {ranks} | {s.about} |")
-    path = out / "README.md"
-    tmp = out / ".README.md.tmp"
-    tmp.write_text(INDEX_HEAD + "\n".join(rows) + "\n")
-    tmp.replace(path)
-    return path
+    from tracekit.io import write_file
+
+    return write_file(out / "README.md", INDEX_HEAD + "\n".join(rows) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,9 @@ MANIFEST_CONFIG_KEYS = (
 
 def write_json(path: Path, data: Any) -> None:
     """Write through a temporary name and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
+    from tracekit.io import write_file
+
+    write_file(path, json.dumps(data, indent=1) + "\n", make_parents=True)
 
 
 def sidecar_name(rank: int) -> str:
