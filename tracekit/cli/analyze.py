@@ -258,12 +258,13 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
     from tracekit.api import AnalyzeOptions, LoadOptions
 
+    layout = topo.get("layout")
     topology = topology_from_kwargs(topo)
     tty = sys.stdout.isatty()
     options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
                           progress=tty, engine=engine, scheduler=scheduler)
     analyze_options = AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
-                                     hardware=hardware)
+                                     hardware=hardware, layout=layout)
     if partitioned is not None:
         analysis = partitioned_analysis(path, partitioned, options, analyze_options)
         write_reports(analysis, {"json": json_out, "html": html_out,

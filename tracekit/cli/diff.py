@@ -37,14 +37,14 @@ def load_report(path: Path, **analysis_kw: Any) -> dict[str, Any]:
 @analysis_options
 def command(a: Path, b: Path, label_a: str | None, label_b: str | None, json_out: Path | None,
             markdown: Path | None, hardware: str | None, rules_files: tuple[Path, ...],
-            on_error: str, cache_dir: Path | None) -> None:
+            on_error: str, cache_dir: Path | None, **topo: Any) -> None:
     """Compare run A (before) with run B (after): per phase, per path, findings."""
     from tracekit.reports import diff as diff_mod
     from tracekit.reports import json as json_report
     from tracekit.reports import write_atomic
 
     kw = {"hardware": hardware, "rules_files": rules_files, "on_error": on_error,
-          "cache_dir": cache_dir}
+          "cache_dir": cache_dir, "topo": topo}
     d = diff_mod.compare(load_report(a, **kw), load_report(b, **kw),
                          (label_a or a.name, label_b or b.name))
     if json_out is not None:

@@ -9,6 +9,7 @@ Every file is written to a temporary name first, then renamed.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -29,7 +30,8 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @analysis_options
 def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path | None,
             markdown: Path | None, parquet: Path | None, hardware: str | None,
-            rules_files: tuple[Path, ...], on_error: str, cache_dir: Path | None) -> None:
+            rules_files: tuple[Path, ...], on_error: str, cache_dir: Path | None,
+            **topo: Any) -> None:
     """Analyse RUN and write it as Perfetto trace, HTML, JSON, Markdown or Parquet."""
     from tracekit import reports
 
@@ -39,7 +41,7 @@ def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path 
     if not chosen:
         raise ConfigError("nothing to export: give --perfetto, --html, --json, --markdown "
                           "or --parquet")
-    analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir)
+    analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo)
     for name, path in chosen.items():
         written = reports.write(name, analysis, path)
         click.echo(f"wrote {written}")
