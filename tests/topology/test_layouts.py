@@ -201,3 +201,36 @@ def test_tables_conform_for_every_layout() -> None:
         topo = Topology(ParallelConfig(layout=name, **kw))  # type: ignore[arg-type]
         S.validate(topo.coords(), S.RANK_COORDS)
         S.validate(topo.group_table(), S.GROUP_MEMBERS)
+
+
+# ------------------------------------------------------------------------------ rules engine
+
+
+def _nccl(ranks: list[int]) -> dict[str, object]:
+    return {S.NAME: "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            S.KIND: S.Kind.KERNEL, S.PID: 0, S.TID: 7, S.PG_RANKS: ranks, S.RANK: ranks[0]}
+
+
+def test_the_rules_engine_reads_megatron_member_lists() -> None:
+    # GIVEN a Megatron topology (tp 2, dp 4, ep 2, pp 2; etp defaults to 2, expert dp 2)
+    import pyarrow as pa
+
+    from tracekit import api
+    from tracekit.rules.engine import attribute_run
+
+    topo = Topology(ParallelConfig(layout="megatron", tp=2, dp=4, ep=2, pp=2))
+    rows = [_nccl([0, 2, 4, 6]), _nccl([0, 4]), _nccl([0, 8]), _nccl([0, 2]), _nccl([0, 1])]
+    filled = [{S.EVENT_ID: i, S.TS_NS: 1000 * i, S.DUR_NS: 500, **r} for i, r in enumerate(rows)]
+    events = S.conform(pa.Table.from_pylist(filled), S.EVENTS)
+    info = S.conform(pa.table({S.RANK: pa.array([0], pa.int32())}), S.RANK_INFO)
+    run = api.Run(events=events, process_groups=S.empty(S.PROCESS_GROUPS), rank_info=info)
+    attributed, _ = attribute_run(run, api.AnalyzeOptions(topology=topo))
+    out = attributed.to_pylist()
+    # THEN [0, 2, 4, 6] is DP (stride tp * cp), [0, 4] the expert DP (stride etp * ep),
+    # [0, 8] PP, [0, 2] EP (stride etp); [0, 1] is TP and expert TP at once (distinct
+    # groups with the same members: ambiguous, both named)
+    assert [(r[S.GROUP], r[S.STATUS]) for r in out[:4]] == [
+        (Group.DP, S.Status.ATTRIBUTED), (Group.MOE_DP, S.Status.ATTRIBUTED),
+        (Group.PP, S.Status.ATTRIBUTED), (Group.MOE_EP, S.Status.ATTRIBUTED)]
+    assert out[4][S.STATUS] == S.Status.AMBIGUOUS
+    assert "candidates TP, MOE_TP" in out[4][S.REASON]
