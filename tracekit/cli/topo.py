@@ -71,8 +71,18 @@ def topology_from_kwargs(kwargs: dict[str, Any]) -> Topology | None:
     picked = {k: kwargs.pop(k, None) for k in TOPOLOGY_KWARGS}
     topo = topology_from_options(**picked)
     if topo is not None and topo.reason:
-        click.echo(f"tracekit: note: {topo.reason}", err=True)
+        note(topo.reason)
     return topo
+
+
+_NOTED: set[str] = set()
+
+
+def note(text: str) -> None:
+    """One ``tracekit: note:`` line on stderr, once per process (diff builds two runs)."""
+    if text not in _NOTED:
+        _NOTED.add(text)
+        click.echo(f"tracekit: note: {text}", err=True)
 
 
 @click.command("topo")
@@ -90,7 +100,7 @@ def command(trace: Path | None, rank: int | None, as_json: bool, **kwargs: Any) 
     if topo is None and trace is not None:
         topo = _from_trace(trace, layout)
         if topo.reason:
-            click.echo(f"tracekit: note: {topo.reason}", err=True)
+            note(topo.reason)
     if topo is None:
         raise ConfigError("give a parallel config (--tp ..., --config FILE) or --trace PATH")
     if rank is not None and not 0 <= rank < topo.config.world_size:
