@@ -55,6 +55,9 @@ class AnalyzeOptions:
     """What the later stages need besides the trace."""
 
     topology: Any | None = None  # tracekit.topology.Topology, or None to infer
+    # layout to read the trace's process groups with when topology is None ('sglang', 'vllm',
+    # 'megatron'; None: SGLang's, else the one other layout they fit)
+    layout: str | None = None
     rules_files: tuple[Path, ...] = ()  # user rule files added to the packaged ones
     hardware: str | Path | None = None  # profile name ('h200', 'cpu-gloo') or a YAML file
 

@@ -224,8 +224,11 @@ class Group:
     DP = "DP"  # a native DP replica's group (DP attention off)
     PP = "PP"
     WORLD = "WORLD"
+    # Megatron-core's data-parallel group with context parallel (``dp-cp``: the gradient
+    # reduction group when cp > 1); folded onto DP when cp == 1 (same members, same role)
+    DP_CP = "DP_CP"
 
-    ALL = (TP, ATTN_TP, ATTN_CP, MOE_EP, MOE_TP, MOE_DP, DP, PP, WORLD)
+    ALL = (TP, ATTN_TP, ATTN_CP, MOE_EP, MOE_TP, MOE_DP, DP, PP, WORLD, DP_CP)
 
 
 class Phase:

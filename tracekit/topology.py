@@ -1,19 +1,25 @@
-"""Parallel config -> rank coordinates and every group's member lists (SGLang layout).
+"""Parallel config -> rank coordinates and every group's member lists, in one of three layouts.
 
-Formulas (../shared/DOMAIN.md section 2, SGLang ``runtime_context.py`` / ``parallel_state.py``):
+``ParallelConfig.layout`` picks how ranks are laid out (``tracekit.topology_layouts``):
 
-* DP attention on: ``attn_dp = dp``, ``attn_tp = tp // attn_dp // attn_cp`` and
-  ``tp_rank = (attn_dp_rank * attn_cp + attn_cp_rank) * attn_tp + attn_tp_rank``.
-  Off: ``attn_dp = 1`` and ``dp`` full replicas, each with its own TP group (native DP).
-* MoE: ``moe_tp = tp // moe_dp // ep`` and
-  ``tp_rank = (moe_dp_rank * ep + moe_ep_rank) * moe_tp + moe_tp_rank``.
-* world rank = ``(dp_replica * pp + pp_rank) * tp + tp_rank``.
+* ``sglang`` (default; ../shared/DOMAIN.md section 2, SGLang ``runtime_context.py`` /
+  ``parallel_state.py``): DP attention on: ``attn_dp = dp``, ``attn_tp = tp // attn_dp //
+  attn_cp`` and ``tp_rank = (attn_dp_rank * attn_cp + attn_cp_rank) * attn_tp + attn_tp_rank``;
+  off: ``attn_dp = 1`` and ``dp`` full replicas, each with its own TP group (native DP).
+  MoE: ``moe_tp = tp // moe_dp // ep`` and ``tp_rank = (moe_dp_rank * ep + moe_ep_rank) *
+  moe_tp + moe_tp_rank``. World rank = ``(dp_replica * pp + pp_rank) * tp + tp_rank``.
+  Aliases (same communicator, SGLang creates no separate process group): ATTN_CP is TP when
+  ``attn_cp == tp``; ATTN_TP is TP when ``attn_tp == tp``; MOE_DP is ATTN_CP when
+  ``attn_cp > moe_dp``, else TP when ``moe_dp == tp``; MOE_EP is TP when ``ep == tp`` and not
+  npu (on NPU MOE_EP is always its own communicator, even with TP's members); MOE_TP is TP
+  when ``moe_tp == tp``.
+* ``vllm``: rank = ``((dp_rank * pp + pp_rank) * pcp + pcp_rank) * tp + tp_rank``; the MoE
+  (MOE_EP, vLLM's ``ep`` group) spans DP x PCP x TP of each PP stage.
+* ``megatron``: Megatron-core order ``tp-cp-ep-dp-pp`` for the dense grid, and expert TP x EP
+  x expert DP x PP over the same world for the experts.
 
-Aliases (same communicator, SGLang creates no separate process group): ATTN_CP is TP when
-``attn_cp == tp``; ATTN_TP is TP when ``attn_tp == tp``; MOE_DP is ATTN_CP when
-``attn_cp > moe_dp``, else TP when ``moe_dp == tp``; MOE_EP is TP when ``ep == tp`` and not
-npu (on NPU MOE_EP is always its own communicator, even with TP's members); MOE_TP is TP when
-``moe_tp == tp``.
+``moe_dp`` and ``etp`` (expert tensor parallel) left at 0 take the layout's value; given,
+they are checked against it. After construction every field holds the resolved value.
 
 Building a topology from CLI options, files and traces lives in ``tracekit.topology_config``.
 """
@@ -30,14 +36,20 @@ import pyarrow as pa
 from tracekit import schema
 from tracekit.errors import ConfigError
 from tracekit.schema import Group
+from tracekit.topology_layouts import DEFAULT, NAMES, Layout, layout_of
 
 Members = tuple[int, ...]
+LAYOUTS = NAMES
 
 
 @dataclass(frozen=True)
 class ParallelConfig:
-    """SGLang's parallel options (names follow its ServerArgs without the ``_size`` suffix).
+    """Parallel options (names follow SGLang's ServerArgs without the ``_size`` suffix).
 
+    ``attn_cp`` is the context-parallel size (SGLang's attention CP, vLLM's prefill CP,
+    Megatron's CP); ``etp`` the expert tensor-parallel size (Megatron's
+    ``expert_tensor_parallel_size``; SGLang's and vLLM's are derived);
+    ``enable_expert_parallel`` vLLM's switch (ep = DP x PCP x TP).
     ``expect`` holds optional path switches of the run (``attn_reduce``, ``dp_gather``,
     ``combine``, ``a2a``) so that a lint can compare what ran with what was configured;
     ``layers`` is the number of decoder layers per forward step when known.
@@ -48,30 +60,28 @@ class ParallelConfig:
     enable_dp_attention: bool = False
     attn_cp: int = 1
     ep: int = 1
-    moe_dp: int = 1
+    moe_dp: int = 0  # 0: the layout's value (1 for SGLang and vLLM)
     pp: int = 1
     nnodes: int = 1
     devices_per_node: int | None = None
     npu: bool = False
     layers: int | None = None
     expect: tuple[tuple[str, str], ...] = field(default=())
+    layout: str = DEFAULT
+    etp: int = 0  # 0: the layout's value
+    enable_expert_parallel: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("tp", "dp", "attn_cp", "ep", "moe_dp", "pp", "nnodes"):
+        for name in ("tp", "dp", "attn_cp", "ep", "pp", "nnodes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        attn_dp = self.dp if self.enable_dp_attention else 1
-        if self.tp % (attn_dp * self.attn_cp):
-            raise ConfigError(
-                f"tp={self.tp} is not divisible by attn_dp*attn_cp={attn_dp}*{self.attn_cp}"
-                " (attn_tp = tp / attn_dp / attn_cp must be an integer)"
-            )
-        if self.tp % (self.ep * self.moe_dp):
-            raise ConfigError(
-                f"tp={self.tp} is not divisible by ep*moe_dp={self.ep}*{self.moe_dp}"
-                " (moe_tp = tp / moe_dp / ep must be an integer)"
-            )
+        for name in ("moe_dp", "etp"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        for name, value in self.layout_obj.resolve(self).items():
+            object.__setattr__(self, name, value)
         world = self.world_size
         if world % self.nnodes:
             raise ConfigError(f"world size {world} is not divisible by nnodes={self.nnodes}")
@@ -82,25 +92,29 @@ class ParallelConfig:
             )
 
     @property
+    def layout_obj(self) -> Layout:
+        return layout_of(self.layout)
+
+    @property
     def attn_dp(self) -> int:
-        return self.dp if self.enable_dp_attention else 1
+        return self.layout_obj.attn_dp(self)
 
     @property
     def attn_tp(self) -> int:
-        return self.tp // self.attn_dp // self.attn_cp
+        return self.layout_obj.attn_tp(self)
 
     @property
     def moe_tp(self) -> int:
-        return self.tp // self.moe_dp // self.ep
+        return self.etp
 
     @property
     def replicas(self) -> int:
-        """Native DP replicas (each a full TP x PP model); 1 with DP attention."""
-        return 1 if self.enable_dp_attention else self.dp
+        """Full model replicas, each with its own TP group (1 with SGLang's DP attention)."""
+        return self.layout_obj.replicas(self)
 
     @property
     def world_size(self) -> int:
-        return self.replicas * self.pp * self.tp
+        return self.layout_obj.world_size(self)
 
     @property
     def per_node(self) -> int:
@@ -119,29 +133,21 @@ class ParallelConfig:
 
 @dataclass(frozen=True)
 class Topology:
-    """Coordinates of every rank and the member lists of every group of one config."""
+    """Coordinates of every rank and the member lists of every group of one config.
+
+    ``reason`` says how the layout was chosen when tracekit chose it (empty otherwise)."""
 
     config: ParallelConfig
+    reason: str = field(default="", compare=False)
 
     # ---------------------------------------------------------------- aliases
     @cached_property
     def alias(self) -> dict[str, str]:
         """group -> the group it IS (same communicator); absent when it is its own."""
-        c = self.config
-        out: dict[str, str] = {}
-        if c.attn_cp == c.tp:
-            out[Group.ATTN_CP] = Group.TP
-        if c.attn_tp == c.tp:
-            out[Group.ATTN_TP] = Group.TP
-        if c.attn_cp > c.moe_dp:
-            out[Group.MOE_DP] = out.get(Group.ATTN_CP, Group.ATTN_CP)
-        elif c.moe_dp == c.tp:
-            out[Group.MOE_DP] = Group.TP
-        if c.ep == c.tp and not c.npu:
-            out[Group.MOE_EP] = Group.TP
-        if c.moe_tp == c.tp:
-            out[Group.MOE_TP] = Group.TP
-        return out
+        return self.config.layout_obj.alias(self.config)
+
+    def alias_note(self, group: str) -> str:
+        return self.config.layout_obj.alias_note(self.config, group)
 
     def canonical(self, group: str) -> str:
         return self.alias.get(group, group)
@@ -152,50 +158,13 @@ class Topology:
     # ---------------------------------------------------------------- members
     @cached_property
     def members(self) -> dict[str, tuple[Members, ...]]:
-        """Every group's instances (global ranks in group order), aliases included."""
-        c = self.config
-        out: dict[str, list[Members]] = {g: [] for g in Group.ALL}
-        stage = c.pp * c.tp  # ranks of one native-DP replica
-        for rep in range(c.replicas):
-            rbase = rep * stage
-            out[Group.DP].append(tuple(range(rbase, rbase + stage)))
-            for i in range(c.tp):
-                out[Group.PP].append(tuple(range(rbase + i, rbase + stage, c.tp)))
-            for p in range(c.pp):
-                self._stage_groups(out, rbase + p * c.tp)
-        out[Group.WORLD].append(tuple(range(c.world_size)))
-        if c.enable_dp_attention or c.dp == 1:
-            out[Group.DP] = []
-        if c.pp == 1:
-            out[Group.PP] = []
-        return {g: tuple(v) for g, v in out.items()}
-
-    def _stage_groups(self, out: dict[str, list[Members]], base: int) -> None:
-        c = self.config
-        at, acp, adp = c.attn_tp, c.attn_cp, c.attn_dp
-        mt, ep, mdp = c.moe_tp, c.ep, c.moe_dp
-        out[Group.TP].append(tuple(range(base, base + c.tp)))
-        for blk in range(acp * adp):
-            out[Group.ATTN_TP].append(tuple(range(base + blk * at, base + (blk + 1) * at)))
-        for d in range(adp):
-            for t in range(at):
-                start = base + d * at * acp + t
-                out[Group.ATTN_CP].append(tuple(range(start, start + at * acp, at)))
-        for blk in range(ep * mdp):
-            out[Group.MOE_TP].append(tuple(range(base + blk * mt, base + (blk + 1) * mt)))
-        for d in range(mdp):
-            for t in range(mt):
-                start = base + d * ep * mt + t
-                out[Group.MOE_EP].append(tuple(range(start, start + ep * mt, mt)))
-        if c.attn_cp > c.moe_dp:  # MOE_DP is ATTN_CP: same member lists
-            return
-        for k in range(mt * ep):
-            out[Group.MOE_DP].append(tuple(range(base + k, base + c.tp, mt * ep)))
+        """Every group's instances (global ranks in group order), aliases included (an
+        aliased group lists the member lists of the group it is)."""
+        built = self.config.layout_obj.members(self.config)
+        return {g: tuple(built.get(g, ())) for g in Group.ALL}
 
     def members_of(self, group: str) -> tuple[Members, ...]:
-        """Instances of ``group`` (the aliased group's lists where SGLang reuses one)."""
-        if group == Group.MOE_DP and self.config.attn_cp > self.config.moe_dp:
-            return self.members[Group.ATTN_CP]
+        """Instances of ``group``."""
         return self.members[group]
 
     def group_of(self, rank: int, group: str) -> Members | None:
@@ -220,6 +189,11 @@ class Topology:
         order = {g: i for i, g in enumerate(Group.ALL)}
         return {k: tuple(sorted(v, key=order.__getitem__)) for k, v in found.items()}
 
+    @property
+    def groups_by_member_set(self) -> dict[frozenset[int], tuple[str, ...]]:
+        """Member set (2 ranks or more) -> the distinct communicators with those members."""
+        return self._by_member_set
+
     def groups_with_members(self, ranks: frozenset[int] | set[int] | list[int]) -> tuple[str, ...]:
         """Distinct communicators whose member set equals ``ranks`` (aliases folded)."""
         return self._by_member_set.get(frozenset(int(r) for r in ranks), ())
@@ -229,24 +203,9 @@ class Topology:
         """RANK_COORDS: one row per global rank."""
         c = self.config
         rank = np.arange(c.world_size, dtype=np.int64)
-        tp_rank = rank % c.tp
-        pp_rank = (rank // c.tp) % c.pp
-        replica = rank // (c.tp * c.pp)
-        at, acp, mt = c.attn_tp, c.attn_cp, c.moe_tp
-        cols = {
-            schema.RANK: rank,
-            schema.NODE: rank // c.per_node,
-            schema.LOCAL_DEVICE: rank % c.per_node,
-            schema.DP_RANK: replica,
-            schema.PP_RANK: pp_rank,
-            schema.TP_RANK: tp_rank,
-            schema.ATTN_DP_RANK: tp_rank // (at * acp),
-            schema.ATTN_CP_RANK: (tp_rank // at) % acp,
-            schema.ATTN_TP_RANK: tp_rank % at,
-            schema.MOE_DP_RANK: tp_rank // (c.ep * mt),
-            schema.MOE_EP_RANK: (tp_rank // mt) % c.ep,
-            schema.MOE_TP_RANK: tp_rank % mt,
-        }
+        cols = {schema.RANK: rank, schema.NODE: rank // c.per_node,
+                schema.LOCAL_DEVICE: rank % c.per_node}
+        cols.update(c.layout_obj.coords(c, rank))
         arrays = [pa.array(cols[f.name].astype(np.int32)) for f in schema.RANK_COORDS]
         return pa.Table.from_arrays(arrays, schema=schema.RANK_COORDS)
 

@@ -273,12 +273,13 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                "markdown_out": markdown_out, "junit_out": junit_out},
         folders={"partitioned": partitioned, "cache_dir": cache_dir},
         formats=[] if html_out is None else ["html"])
+    layout = topo.get("layout")
     topology = topology_from_kwargs(topo)
     tty = sys.stdout.isatty()
     options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
                           progress=tty, engine=engine, scheduler=scheduler)
     analyze_options = AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
-                                     hardware=hardware)
+                                     hardware=hardware, layout=layout)
     if partitioned is not None:
         analysis = partitioned_analysis(path, partitioned, options, analyze_options)
         with plan:

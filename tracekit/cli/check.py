@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 
 def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Options shared by check, diff and export: how to read and analyse a run."""
+    """Options shared by check, diff and export: how to read and analyse a run (the
+    parallel-config group of `tracekit topo` included)."""
+    from tracekit.cli.topo import topology_options
+
+    fn = topology_options(fn)
     for deco in reversed([
         click.option("--hardware", default=None,
                      help="Hardware profile name (h200, cpu-gloo...) or a YAML file."),
@@ -38,16 +42,24 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def analyze_path(path: Path, hardware: str | None = None, rules_files: tuple[Path, ...] = (),
-                 on_error: str = "stop", cache_dir: Path | None = None) -> Analysis:
-    """The whole pipeline on a trace file or run directory (BadInputError when unreadable)."""
+                 on_error: str = "stop", cache_dir: Path | None = None,
+                 topo: dict[str, Any] | None = None) -> Analysis:
+    """The whole pipeline on a trace file or run directory (BadInputError when unreadable).
+    ``topo``: the click kwargs of ``topology_options`` (popped here)."""
     from tracekit import api
+    from tracekit.cli.topo import topology_from_kwargs
+
+    topo = dict(topo or {})
+    layout = topo.get("layout")
+    topology = topology_from_kwargs(topo)
 
     hw: str | Path | None = hardware
     if hardware is not None and Path(hardware).is_file():
         hw = Path(hardware)
     return api.analyze(
         path, api.LoadOptions(cache_dir=cache_dir, on_error=on_error),
-        api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hw),
+        api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hw, topology=topology,
+                           layout=layout),
     )
 
 
@@ -95,7 +107,7 @@ def command(run: Path, max_exposed: float | None, min_efficiency: float | None,
             no_findings: bool, baseline: Path | None, max_regression: float | None,
             junit: Path | None, markdown: Path | None, json_out: Path | None,
             hardware: str | None, rules_files: tuple[Path, ...], on_error: str,
-            cache_dir: Path | None) -> None:
+            cache_dir: Path | None, **topo: Any) -> None:
     """Check RUN against thresholds; exit 1 listing the failing checks."""
     from tracekit.cli.outputs import plan_outputs
     from tracekit.reports import checks
@@ -111,7 +123,7 @@ def command(run: Path, max_exposed: float | None, min_efficiency: float | None,
     report = read_json_report(run)
     analysis = None
     if report is None:
-        analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir)
+        analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo)
         report = json_report.build(analysis)
     thresholds = checks.Thresholds(
         max_exposed_comm_pct=max_exposed, min_efficiency=min_efficiency, no_findings=no_findings,

@@ -10,6 +10,7 @@ succeeded (``tracekit.io.Outputs``), and none may be an input of the run.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,7 +31,8 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @analysis_options
 def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path | None,
             markdown: Path | None, parquet: Path | None, hardware: str | None,
-            rules_files: tuple[Path, ...], on_error: str, cache_dir: Path | None) -> None:
+            rules_files: tuple[Path, ...], on_error: str, cache_dir: Path | None,
+            **topo: Any) -> None:
     """Analyse RUN and write it as Perfetto trace, HTML, JSON, Markdown or Parquet."""
     from tracekit import reports
     from tracekit.cli.outputs import plan_outputs
@@ -44,7 +46,7 @@ def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path 
     plan = plan_outputs(
         files={"perfetto": perfetto, "html": html, "json_out": json_out, "markdown": markdown},
         folders={"parquet": parquet, "cache_dir": cache_dir}, formats=chosen)
-    analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir)
+    analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo)
     with plan:
         written = [reports.stage(name, analysis, path, plan) for name, path in chosen.items()]
     for path in written:

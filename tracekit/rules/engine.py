@@ -74,7 +74,7 @@ def resolve_topology(run: api.Run, options: api.AnalyzeOptions, rules: RuleSet) 
     if run.rank_info.num_rows and S.WORLD_SIZE in run.rank_info.column_names:
         sizes = [w for w in run.rank_info.column(S.WORLD_SIZE).to_pylist() if w]
         world = max(sizes) if sizes else None
-    return infer_topology(run.process_groups, rules, world)
+    return infer_topology(run.process_groups, rules, world, getattr(options, "layout", None))
 
 
 def attribute_run(run: api.Run, options: api.AnalyzeOptions) -> tuple[pa.Table, pa.Table]:
