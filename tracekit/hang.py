@@ -43,6 +43,7 @@ class HangReport:
     no_dump: dict[str, list[int]] = field(default_factory=dict)  # "name desc" -> members
     skipped: list[tuple[str, str]] = field(default_factory=list)
     frames: dict[int, str | None] = field(default_factory=dict)  # rank -> call site of last
+    cause: bool = False  # the first desync is missed by fewer of its members than the next
 
     @property
     def found(self) -> bool:
@@ -153,6 +154,10 @@ def _first_mismatch(rows: pd.DataFrame) -> dict[str, Any] | None:
     return None
 
 
+def _share(d: dict[str, Any]) -> float:
+    return len(d["missing_ranks"]) / (len(d["missing_ranks"]) + len(d["entered_ranks"]))
+
+
 def diagnose(frame: pd.DataFrame, dumped: set[int]) -> HangReport:
     """Desyncs, blocked ranks and mismatches of an attributed FR frame (see ``attribute``)."""
     report = HangReport(ranks=sorted(dumped))
@@ -174,8 +179,14 @@ def diagnose(frame: pd.DataFrame, dumped: set[int]) -> HangReport:
         m = _first_mismatch(rows)
         if m is not None:
             report.mismatches.append(m)
-    for items in (report.desyncs, report.mismatches):
-        items.sort(key=lambda d: d.pop("_ts"))
+    # likely cause first: the desync that the smallest share of its members missed (one
+    # rank skipped it), then the earliest; the desyncs it caused follow
+    report.desyncs.sort(key=lambda d: (_share(d), d["_ts"]))
+    report.mismatches.sort(key=lambda d: d["_ts"])
+    for d in (*report.desyncs, *report.mismatches):
+        d.pop("_ts")
+    report.cause = bool(report.desyncs) and (
+        len(report.desyncs) == 1 or _share(report.desyncs[0]) < _share(report.desyncs[1]))
     for rank in sorted(missing_somewhere):
         mine = frame[frame[S.RANK] == rank]
         if len(mine):

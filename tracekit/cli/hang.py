@@ -38,8 +38,8 @@ def render(report: HangReport, path: Path) -> str:
              f"{_ranks(report.ranks)}, {report.communicators} communicator(s), "
              f"format {', '.join(report.versions) or '-'}"]
     for i, d in enumerate(report.desyncs):
-        lines.append(f"DESYNC{' (first)' if i == 0 else ''}: {_safe(d['op'])} seq {d['seq']} "
-                     f"on {_where(d)}")
+        mark = " (likely cause)" if i == 0 and report.cause else ""
+        lines.append(f"DESYNC{mark}: {_safe(d['op'])} seq {d['seq']} on {_where(d)}")
         lines.append(f"  entered by {_ranks(d['entered_ranks'])}; not entered by "
                      f"{_ranks(d['missing_ranks'])}")
     for b in report.blocked:

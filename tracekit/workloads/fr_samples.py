@@ -3,6 +3,9 @@
 
     python -m tracekit.workloads.samples --out sample_traces --only fr_hang_skip_all_reduce
 
+into ``sample_traces/flight_recorder/<name>/`` (apart from the trace scenarios, whose
+``*/manifest.json`` other tests walk).
+
 Each folder keeps ``rank{r}.fr_trace.pkl`` (torch's own dump), ``rank{r}.fr_groups.json``,
 ``rank{r}.sidecar.json`` (what the rank issued; a hung rank's last entry is the collective it
 was blocked in), ``manifest.json`` (config, command, and the expected answer under
@@ -82,8 +85,12 @@ def expected(name: str, by_rank: dict[int, list[dict[str, Any]]]) -> dict[str, A
                          "ranks": ranks}}
 
 
+FOLDER = "flight_recorder"  # under sample_traces/: kept apart from the trace scenarios
+
+
 def generate_fr(s: FRScenario, out: Path) -> Path:
-    """Capture ``s`` into a temporary folder beside ``out/<name>`` and swap it in."""
+    """Capture ``s`` into a temporary folder beside ``out/flight_recorder/<name>`` and swap
+    it in."""
     import json
 
     from tracekit.capture.torch import CaptureOptions, run_command
@@ -91,6 +98,7 @@ def generate_fr(s: FRScenario, out: Path) -> Path:
     from tracekit.workloads.cli import command_line, config_from_args, parser
 
     cfg = config_from_args(parser().parse_args([*s.args, "--scenario", s.name]))
+    out = out / FOLDER
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{s.name}.", dir=out))
     run = tmp / "run"
@@ -129,7 +137,8 @@ def generate_fr(s: FRScenario, out: Path) -> Path:
                           f"{s.name}",
             "about": s.about})
         (final_tmp / "README.md").write_text(
-            f"# {s.name}\n\n{s.about}\n\nRead it:\n\n    tracekit hang sample_traces/{s.name}\n\n"
+            f"# {s.name}\n\n{s.about}\n\nRead it:\n\n    tracekit hang sample_traces/{FOLDER}/"
+            f"{s.name}\n\n"
             f"Regenerate:\n\n    python -m tracekit.workloads.samples --out sample_traces "
             f"--only {s.name}\n\nwhich captures\n\n    {capture}\n\nFiles: `rank{{r}}.fr_trace."
             "pkl` (torch's Flight Recorder dump of rank r, unchanged), `rank{r}.fr_groups.json` "
