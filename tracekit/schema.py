@@ -292,6 +292,7 @@ class MetaSource:
     INPUTS = "inputs"  # c10d op Concrete Inputs / Input Dims (gloo)
     NAME = "name"  # only the kernel / op name says what it is
     ASCEND = "ascend"  # Ascend profiler export (HCCL op tables)
+    FLIGHT_RECORDER = "flight_recorder"  # communicator and seq from a Flight Recorder dump
 
 
 # --------------------------------------------------------------------------------------------
