@@ -127,9 +127,22 @@ def _value_key(value: Any) -> str:
     return repr(_plain(value))
 
 
+def _suspect_seqs(rows: pd.DataFrame) -> list[int]:
+    """Sequence ids held by two or more ranks where some compared column takes more than
+    one value (a superset of the mismatches: the exemptions are applied per id after)."""
+    keys = pd.DataFrame({col: rows[col].map(_value_key) for col in COMPARED})
+    keys[S.SEQ] = rows[S.SEQ].to_numpy()
+    keys[S.PATH] = keys[S.PATH].where(rows[S.PATH].notna().to_numpy(), None)
+    counts = keys.groupby(S.SEQ).nunique(dropna=True)
+    ranks = rows.groupby(S.SEQ)[S.RANK].nunique()
+    suspect = (counts > 1).any(axis=1) & (ranks.reindex(counts.index) > 1)
+    return sorted(int(q) for q in counts.index[suspect.to_numpy()])
+
+
 def _first_mismatch(rows: pd.DataFrame) -> dict[str, Any] | None:
-    multi = rows.groupby(S.SEQ)[S.RANK].transform("nunique") > 1
-    for seq, at in rows[multi].sort_values([S.SEQ, S.RANK]).groupby(S.SEQ, sort=True):
+    suspects = _suspect_seqs(rows)
+    chosen = rows[rows[S.SEQ].isin(suspects)].sort_values([S.SEQ, S.RANK])
+    for seq, at in chosen.groupby(S.SEQ, sort=True):
         fields = []
         ops = set(at[S.OP].dropna())
         for col in COMPARED:
