@@ -300,6 +300,7 @@ class MetaSource:
     INPUTS = "inputs"  # c10d op Concrete Inputs / Input Dims (gloo)
     NAME = "name"  # only the kernel / op name says what it is
     ASCEND = "ascend"  # Ascend profiler export (HCCL op tables)
+    FLIGHT_RECORDER = "flight_recorder"  # communicator and seq from a Flight Recorder dump
 
 
 # --------------------------------------------------------------------------------------------
@@ -776,6 +777,67 @@ TABLES.update(
 )
 
 # --- end rules ---
+
+# --- flight recorder --- (tracekit.parsers.flight_recorder: torch c10d Flight Recorder dumps)
+
+RECORD_ID = "record_id"
+IS_P2P = "is_p2p"
+IN_SIZES = "in_sizes"
+OUT_SIZES = "out_sizes"
+IN_DTYPES = "in_dtypes"
+OUT_DTYPES = "out_dtypes"
+FR_STATE = "fr_state"
+RETIRED = "retired"
+STARTED_NS = "started_ns"
+COMPLETED_NS = "completed_ns"
+TIMEOUT_NS = "timeout_ns"
+FR_VERSION = "fr_version"
+MEMBERS_SOURCE = "members_source"
+
+_SIZES = pa.list_(pa.list_(pa.int64()))
+_STR_LIST = pa.list_(pa.string())
+
+# One row per Flight Recorder entry of one rank's dump, in the dump's order (oldest first).
+FR = pa.schema(
+    [
+        _f(RANK, pa.int32(), "global rank whose dump holds the entry (from the file name)",
+           nullable=False),
+        _f(SOURCE, _DICT, "path of the dump file"),
+        _f(RECORD_ID, pa.int64(), "record_id: the entry's index in the rank's recorder"),
+        _f(PG_NAME, _DICT, "process group name (process_group[0])"),
+        _f(PG_DESC, _DICT, "process group description (process_group[1], 'tp:device')"),
+        _f(PG_RANKS, _I32_LIST, "global ranks of the group: the dump's pg_config, else the "
+           "capture's groups file; null when neither says"),
+        _f(MEMBERS_SOURCE, _DICT, "where pg_ranks came from: pg_config, groups_file or null"),
+        _f(SEQ, pa.int64(), "per-group sequence id: collective_seq_id, or p2p_seq_id for p2p"),
+        _f(IS_P2P, pa.bool_(), "point-to-point entry (is_p2p, else the op is send/recv)"),
+        _f(OP, _DICT, "normalised collective, one of schema.Op (from profiling_name)"),
+        _f(COLL_NAME, _DICT, "profiling_name as written ('gloo:all_reduce', 'nccl:send 0->1')"),
+        _f(IN_SIZES, _SIZES, "input tensor shapes"),
+        _f(OUT_SIZES, _SIZES, "output tensor shapes"),
+        _f(IN_DTYPES, _STR_LIST, "input element types ('Float', 'BFloat16')"),
+        _f(OUT_DTYPES, _STR_LIST, "output element types"),
+        _f(IN_NELEMS, pa.int64(), "input element count (all input tensors)", "elements"),
+        _f(OUT_NELEMS, pa.int64(), "output element count (all output tensors)", "elements"),
+        _f(FR_STATE, _DICT, "state: scheduled, started or completed (gloo leaves 'scheduled')"),
+        _f(RETIRED, pa.bool_(), "the backend no longer tracks the work (finished or failed)"),
+        _f(TS_NS, pa.int64(), "time_created_ns: when the entry was enqueued, epoch", "ns"),
+        _f(STARTED_NS, pa.int64(), "time_discovered_started_ns, epoch; null when unknown", "ns"),
+        _f(COMPLETED_NS, pa.int64(), "time_discovered_completed_ns, epoch; null when unknown",
+           "ns"),
+        _f(DUR_NS, pa.int64(), "duration_ms (timing enabled) in ns; null when absent", "ns"),
+        _f(TIMEOUT_NS, pa.int64(), "timeout_ms of the work, in ns", "ns"),
+        _f(THREAD, _DICT, "thread_name of the issuing thread (format 2.9+)"),
+        _f(CALL_SITE, _DICT, "innermost user frames of the entry's stack, ' <- ' joined "
+           "(as EVENTS.call_site)"),
+        _f(FR_VERSION, _DICT, "the dump's format version ('2.10')"),
+    ],
+    metadata={"table": "FR", "schema_version": SCHEMA_VERSION},
+)
+
+TABLES.update({"FR": FR})
+
+# --- end flight recorder ---
 
 
 # --------------------------------------------------------------------------------------------

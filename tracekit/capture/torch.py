@@ -36,6 +36,7 @@ class CaptureOptions:
     activities: tuple[str, ...] = ("CPU", "GPU")
     timeout: float | None = None  # seconds the command may run
     failed_grace: float = FAILED_GRACE_S  # after a rank failed, then the others are stopped
+    flight_recorder: bool = False  # also write every rank's Flight Recorder dump
 
 
 @dataclass
@@ -63,7 +64,23 @@ def capture_env(out: Path, options: CaptureOptions, base: dict[str, str] | None 
     env["TRACEKIT_CAPTURE_STACK"] = "1" if options.with_stack else "0"
     env["TRACEKIT_CAPTURE_SHAPES"] = "1" if options.record_shapes else "0"
     env["TRACEKIT_CAPTURE_ACTIVITIES"] = ",".join(options.activities)
+    if options.flight_recorder:
+        env.update(flight_recorder_env(out, env))
     return env
+
+
+FR_BUFFER = "2000"  # entries per rank: torch 2.13's own default (FlightRecorder.hpp)
+
+
+def flight_recorder_env(out: Path, env: dict[str, str]) -> dict[str, str]:
+    """Recording on (a size the user set is kept), and the watchdog's own timeout dump
+    (NCCL) written into ``out`` as ``nccl_trace_rank_<r>``."""
+    size = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or FR_BUFFER
+    prefix = str(out.resolve() / "nccl_trace_rank_")
+    return {"TRACEKIT_CAPTURE_FR": "1", "TORCH_FR_BUFFER_SIZE": size,
+            "TORCH_NCCL_TRACE_BUFFER_SIZE": size, "TORCH_FR_DUMP_ON_TIMEOUT": "1",
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_FR_DUMP_TEMP_FILE": prefix,
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix}
 
 
 def _tee(stream: object, sink: object, tail: collections.deque[str]) -> None:
@@ -129,8 +146,11 @@ def failure_message(result: CaptureResult, stderr_tail: list[str], timed_out: bo
             f" ({last})" if last else "")
     if unfinished:
         head += f"; rank(s) {', '.join(map(str, unfinished))} stopped before writing a trace"
-    return (f"{head}; exit status {result.returncode}; kept {len(result.traces)} trace(s) "
-            f"in {result.out_dir}")
+    dumps = len(list(result.out_dir.glob("rank*.fr_trace.pkl")))
+    kept = f" and {dumps} Flight Recorder dump(s) (read them with `tracekit hang " \
+        f"{result.out_dir}`)" if dumps else ""
+    return (f"{head}; exit status {result.returncode}; kept {len(result.traces)} trace(s)"
+            f"{kept} in {result.out_dir}")
 
 
 def _watch(proc: subprocess.Popen[str], out: Path, timeout: float | None, grace: float) -> bool:

@@ -24,6 +24,7 @@ SUBCOMMANDS = (
     "diff",
     "export",
     "synth",
+    "hang",
     "schema_cmd",
 )
 

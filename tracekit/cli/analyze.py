@@ -206,6 +206,24 @@ def partitioned_analysis(path: Path, out: Path, load: LoadOptions,
     return analysis
 
 
+def flight_recorder_evidence(run: Run, path: Path, fr_dir: Path | None
+                             ) -> tuple[Run, pa.Table | None]:
+    """FR dumps (``fr_dir``, else those beside the traces) fill the communicator of trace
+    collectives that name none; disagreements come back as FINDINGS."""
+    from tracekit.parsers.flight_recorder import find_dumps, load_dumps
+    from tracekit.parsers.flight_recorder.evidence import apply_flight_recorder
+
+    if fr_dir is None and not (path.is_dir() and find_dumps(path)):
+        return run, None
+    return apply_flight_recorder(run, load_dumps(fr_dir or path).table)
+
+
+def pa_concat(*tables: pa.Table | None) -> pa.Table:
+    from tracekit.api import _concat_findings
+
+    return _concat_findings(*tables)
+
+
 def write_reports(analysis: Analysis, targets: dict[str, Path | None],
                   outputs: Outputs | None = None) -> None:
     """Every report of ``targets``; with ``outputs`` staged there, else written together."""
@@ -256,6 +274,9 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
               default=None, help="Large runs: analyse rank by rank into a Parquet dataset "
               "partitioned by rank in DIR (resumable); cross-rank steps read only the "
               "communication subset.")
+@click.option("--flight-recorder", "fr_dir", type=click.Path(path_type=Path, exists=True),
+              default=None, help="Flight Recorder dumps (default: those beside the traces) "
+              "as evidence of the communicator of collectives that name none.")
 @click.option("--summary-only", is_flag=True,
               help="Only parse and print the first summary (no attribution or bounds).")
 def command(path: Path, json_out: Path | None, parquet_out: Path | None,
@@ -263,7 +284,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             hardware: str | None, rules_files: tuple[Path, ...],
             cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None,
             engine: str, scheduler: str | None, partitioned: Path | None, summary_only: bool,
-            **topo: Any) -> None:
+            fr_dir: Path | None, **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
     from tracekit.api import AnalyzeOptions, LoadOptions
     from tracekit.cli.outputs import plan_outputs
@@ -290,6 +311,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
         click.echo(report_text(analysis, color=tty), nl=False)
         return
     run = load_from_cli(path, options)
+    run, fr_findings = flight_recorder_evidence(run, path, fr_dir)
     summary = compute(run)
     with plan:
         if summary_only:
@@ -297,6 +319,8 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                 write_json(summary, path, json_out, plan)
         else:
             analysis = full_analysis(run, summary, analyze_options)
+            if fr_findings is not None and fr_findings.num_rows:
+                analysis.findings = pa_concat(analysis.findings, fr_findings)
             write_reports(analysis, {"json": json_out, "html": html_out,
                                      "markdown": markdown_out, "junit": junit_out}, plan)
         if parquet_out is not None:

@@ -57,6 +57,10 @@ def _describe(files: list[Path]) -> str:
               help="server: seconds the trace files must stop growing")
 @click.option("--expect-files", type=click.IntRange(min=1), default=1, show_default=True,
               help="server: wait for at least this many trace files (one per rank)")
+@click.option("--flight-recorder", is_flag=True,
+              help="command: also record torch's Flight Recorder and write every rank's "
+                   "dump (rank{r}.fr_trace.pkl) at exit, on an exception or a collective "
+                   "timeout; read them with `tracekit hang OUT`")
 @click.option("--analyze/--no-analyze", default=True, show_default=True,
               help="run `tracekit analyze` on the captured folder")
 @click.option("--hardware", default=None, metavar="NAME|FILE",
@@ -65,7 +69,8 @@ def _describe(files: list[Path]) -> str:
 def command(out: Path | None, server: str | None, num_steps: int | None,
             duration: float | None, activities: str, with_stack: bool, record_shapes: bool,
             timeout: float | None, failed_grace: float, settle: float, expect_files: int,
-            analyze: bool, hardware: str | None, command: tuple[str, ...]) -> None:
+            flight_recorder: bool, analyze: bool, hardware: str | None,
+            command: tuple[str, ...]) -> None:
     """Profile every rank of COMMAND (after --) or a live server, then analyse.
 
     COMMAND runs unchanged: an injected sitecustomize starts torch.profiler in each rank when
@@ -78,6 +83,8 @@ def command(out: Path | None, server: str | None, num_steps: int | None,
     out = out or default_out()
     if server and command:
         raise ConfigError("give either --server URL or a command after --, not both")
+    if server and flight_recorder:
+        raise ConfigError("--flight-recorder applies to a command, not to --server")
     if server:
         from tracekit.capture.server import ServerCapture, capture_server
 
@@ -96,7 +103,7 @@ def command(out: Path | None, server: str | None, num_steps: int | None,
             raise click.UsageError("give a command after -- (or --server URL)")
         result = run_command(list(command), out, CaptureOptions(
             with_stack=with_stack, record_shapes=record_shapes, activities=acts,
-            timeout=timeout, failed_grace=failed_grace))
+            timeout=timeout, failed_grace=failed_grace, flight_recorder=flight_recorder))
         click.echo(f"tracekit capture: {len(result.traces)} rank trace(s) in {out}: "
                    f"{_describe(result.traces)}")
     if analyze:

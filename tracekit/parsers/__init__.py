@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 TRACE_SUFFIXES = (".json", ".json.gz")
 # files that sit beside rank traces and are not traces themselves
 IGNORED_NAMES = ("manifest.json",)
-IGNORED_PATTERNS = ("*sidecar*.json", "*sidecar*.json.gz")
+IGNORED_PATTERNS = ("*sidecar*.json", "*sidecar*.json.gz", "*fr_trace*.json", "*.fr_groups.json")
 _SNIFF_BYTES = 1 << 20
 # tracekit.parsers.ascend_rank.OUTPUT, spelled here so that the check below imports nothing
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"

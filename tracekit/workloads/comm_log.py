@@ -63,6 +63,10 @@ def issued_by(call: str) -> Iterator[None]:
         _STATE.call = saved
 
 
+def current_layer() -> int | None:
+    return _STATE.layer
+
+
 @contextlib.contextmanager
 def in_layer(layer: int | None) -> Iterator[None]:
     saved = _STATE.layer

@@ -18,7 +18,10 @@ DP_GATHER = ("auto", "gatherv", "sum_len", "max_len")
 COMBINE = ("auto", "a", "b", "c")
 A2A = ("none", "deepep", "fuseep")
 DEEPEP_MODES = ("normal", "low_latency")
-BUGS = ("none", "double-reduce", "global-tp-reduce")
+BUGS = ("none", "double-reduce", "global-tp-reduce", "skip-all-reduce", "shape-mismatch")
+# planted bugs that change the layer's output (the others hang, or only disagree in shape)
+NUMERIC_BUGS = ("double-reduce", "global-tp-reduce")
+HANG_TIMEOUT_S = 5.0  # skip-all-reduce: the gloo timeout, so that the hang ends quickly
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class WorkloadConfig:
     topk: int = 2
     seed: int = 0
     cpu_groups: bool = True  # also create SGLang's gloo ``:cpu`` twin of every group
+    timeout_s: float | None = None  # gloo timeout of every group (torch's default if None)
 
     # ---- derived widths (DOMAIN.md section 2) -------------------------------------------
     @property
@@ -81,6 +85,8 @@ class WorkloadConfig:
         resolved = dataclasses.replace(
             self, attn_reduce=attn_reduce, dp_gather=dp_gather, combine=combine)
         resolved._check_bug()
+        if resolved.bug == "skip-all-reduce" and resolved.timeout_s is None:
+            resolved = dataclasses.replace(resolved, timeout_s=HANG_TIMEOUT_S)
         return resolved
 
     def _check_widths(self) -> None:
@@ -145,6 +151,10 @@ class WorkloadConfig:
         return gather, combine
 
     def _check_bug(self) -> None:
+        if self.bug in ("skip-all-reduce", "shape-mismatch") and (
+                self.tp_size < 2 or self.a2a != "none" or self.combine not in ("a", "none")):
+            raise ConfigError(f"--bug {self.bug} needs the post-experts AllReduce: tp > 1, "
+                              "no --a2a, combine a")
         if self.bug == "double-reduce" and self.combine not in ("b", "c"):
             raise ConfigError("--bug double-reduce needs combine b or c")
         if self.bug == "global-tp-reduce":

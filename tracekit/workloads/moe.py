@@ -66,6 +66,13 @@ def _deepep_group() -> GroupCoordinator:
     return get_moe_ep_group() if get_parallel().cfg.npu else get_tp_group()
 
 
+def _planted_here(bug: str) -> str | None:
+    """The skip / shape bugs fire on the last rank, in the last layer."""
+    ps = get_parallel()
+    last = ps.rank == ps.cfg.world_size - 1 and comm_log.current_layer() == ps.cfg.layers - 1
+    return bug if last and bug in ("skip-all-reduce", "shape-mismatch") else None
+
+
 def should_skip_post_experts_all_reduce() -> bool:
     cfg = get_parallel().cfg
     return cfg.combine in ("b", "c") and cfg.bug != "double-reduce"
@@ -88,9 +95,15 @@ class DeepseekV2MoE:
         topk_ids, topk_weights = select_experts(hidden, self.gate, self.cfg.topk)
         final_hidden_states = self.experts.forward(hidden, topk_ids, topk_weights)
         if self.cfg.tp_size > 1 and not should_skip_post_experts_all_reduce():
+            planted = _planted_here(self.cfg.bug)
+            if planted == "skip-all-reduce":
+                return final_hidden_states  # PLANTED: this rank skips it, the others hang
             path = PathLabel.COMBINE_A if self.cfg.attn_dp_size > 1 else PathLabel.NO_DPA_MOE_AR
             with comm_log.on_path(path):
-                final_hidden_states = tensor_model_parallel_all_reduce(final_hidden_states)
+                if planted == "shape-mismatch":  # PLANTED: same bytes, flattened shape
+                    tensor_model_parallel_all_reduce(final_hidden_states.view(-1))
+                else:
+                    final_hidden_states = tensor_model_parallel_all_reduce(final_hidden_states)
         return final_hidden_states
 
     def forward_deepep(self, hidden: torch.Tensor) -> torch.Tensor:

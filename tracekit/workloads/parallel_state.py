@@ -8,6 +8,7 @@ every subgroup in the same order, with ``group_desc=f"{group_name}:device"`` (an
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,14 +214,17 @@ def initialize_model_parallel(cfg: WorkloadConfig, rank: int) -> ParallelState:
     import torch.distributed as dist
 
     groups: dict[str, GroupCoordinator] = {}
+    timeout = None if cfg.timeout_s is None else datetime.timedelta(seconds=cfg.timeout_s)
     for name, spec in group_members(cfg).items():
         if isinstance(spec, str):
             groups[name] = groups[spec]
             continue
         mine: GroupCoordinator | None = None
         for ranks in spec:
-            device = dist.new_group(ranks, backend="gloo", group_desc=f"{name}:device")
-            cpu = (dist.new_group(ranks, backend="gloo", group_desc=f"{name}:cpu")
+            device = dist.new_group(ranks, backend="gloo", group_desc=f"{name}:device",
+                                    timeout=timeout)
+            cpu = (dist.new_group(ranks, backend="gloo", group_desc=f"{name}:cpu",
+                                  timeout=timeout)
                    if cfg.cpu_groups else device)
             if rank in ranks:
                 mine = GroupCoordinator(name, list(ranks), rank, device, cpu, cfg.cpu_groups)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import os
 import socket
 import warnings
@@ -91,8 +92,11 @@ def run_rank(rank: int, cfg: WorkloadConfig, init_method: str, outputs: Outputs)
     # deprecated. Keep SGLang's calls (they are what the stacks must show), drop the noise.
     warnings.filterwarnings("ignore", message=r".*is deprecated. Please use .*_single",
                             category=FutureWarning)
+    timeout = {} if cfg.timeout_s is None else {"timeout": datetime.timedelta(
+        seconds=cfg.timeout_s)}
     dist.init_process_group("gloo", init_method=init_method, rank=rank,
-                            world_size=cfg.world_size)
+                            world_size=cfg.world_size, **timeout)
+    written = False
     try:
         set_parallel_state(initialize_model_parallel(cfg, rank))
         expected = [reference_outputs(cfg, step) for step in range(cfg.steps)]
@@ -111,8 +115,13 @@ def run_rank(rank: int, cfg: WorkloadConfig, init_method: str, outputs: Outputs)
         entries = comm_log.entries()
         if outputs.sidecar_dir is not None:
             write_sidecar(outputs.sidecar_dir, rank, outputs.scenario, entries)
+        written = True
         return RankResult(rank, worst, ok, len(entries))
     finally:
+        if not written and outputs.sidecar_dir is not None:
+            # a failed rank (a planted hang) still says what it issued, the last entry
+            # being the collective it was blocked in
+            write_sidecar(outputs.sidecar_dir, rank, outputs.scenario, comm_log.entries())
         set_parallel_state(None)
         dist.destroy_process_group()
 

@@ -184,11 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="+", metavar="NAME", help="regenerate these scenarios only")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ns = p.parse_args(argv)
+    from tracekit.workloads.fr_samples import FR_SCENARIOS, generate_fr
+
     if ns.list:
-        for s in SCENARIOS:
+        for s in (*SCENARIOS, *FR_SCENARIOS):
             print(f"{s.name:28} {' '.join(s.args)}")
         return 0
-    known = {s.name: s for s in SCENARIOS}
+    known = {s.name for s in (*SCENARIOS, *FR_SCENARIOS)}
     unknown = sorted(set(ns.only or ()) - set(known))
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}", file=sys.stderr)
@@ -198,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         path = generate(s, ns.out)
         print(f"wrote {path}")
+    for f in FR_SCENARIOS:
+        if not ns.only or f.name in ns.only:
+            print(f"wrote {generate_fr(f, ns.out)}")
     print(f"wrote {write_index(ns.out)}")
     return 0
 

@@ -4,14 +4,20 @@
 Nothing happens until the program imports ``torch.distributed``: then
 ``init_process_group`` is wrapped so that the profiler starts right after it, and the trace is
 written (``rank{r}.trace.json.gz``) at ``destroy_process_group``, on an uncaught exception,
-or at exit. Each rank also leaves ``.tracekit/rank{r}.json`` saying how it ended, which is how
-``tracekit capture`` names a rank that crashed and why. The program's own code is unchanged;
-any sitecustomize that was already on the path still runs.
+or at exit. With ``TRACEKIT_CAPTURE_FR=1`` (``tracekit capture --flight-recorder``) it also
+writes the rank's Flight Recorder dump ``rank{r}.fr_trace.pkl`` (torch's own pickle,
+unchanged) and ``rank{r}.fr_groups.json`` (every process group's name, description and
+global ranks, which gloo's dump leaves empty) at the same moments: a gloo collective that
+times out raises, so a timeout is an exception here. Each rank also leaves
+``.tracekit/rank{r}.json`` saying how it ended, which is how ``tracekit capture`` names a
+rank that crashed and why. The program's own code is unchanged; any sitecustomize that was
+already on the path still runs.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import functools
 import importlib.abc
@@ -25,7 +31,8 @@ from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _OUT = os.environ.get("TRACEKIT_CAPTURE_DIR")
-_STATE: dict[str, Any] = {"prof": None, "rank": None, "status": None}
+_STATE: dict[str, Any] = {"prof": None, "rank": None, "status": None, "fr_done": False}
+_FR = os.environ.get("TRACEKIT_CAPTURE_FR") == "1"
 
 
 def _status_path(rank: Any) -> str:
@@ -67,6 +74,8 @@ def _start() -> None:
     faulthandler.enable(fault)
     _STATE["fault"] = fault
     _write_status(rank=rank, pid=os.getpid(), state="running", error=None, trace=None)
+    if _FR:
+        _on_sigterm_dump()
     acts = os.environ.get("TRACEKIT_CAPTURE_ACTIVITIES", "CPU,GPU").split(",")
     _STATE["prof"] = _profiling().start_profiler(
         with_stack=os.environ.get("TRACEKIT_CAPTURE_STACK", "1") == "1",
@@ -74,7 +83,53 @@ def _start() -> None:
         activities=acts)
 
 
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _dump_flight_recorder() -> None:
+    """This rank's Flight Recorder dump and its groups, once (before the groups are gone)."""
+    if not _FR or _STATE["fr_done"] or _STATE["rank"] is None:
+        return
+    _STATE["fr_done"] = True
+    try:
+        import torch.distributed.distributed_c10d as c10d
+        from torch._C._distributed_c10d import _dump_fr_trace
+
+        rank = _STATE["rank"]
+        world = c10d._world
+        groups = [{"pg_name": world.pg_names[pg], "pg_desc": getattr(pg, "group_desc", ""),
+                   "ranks": sorted(int(r) for r in world.pg_group_ranks.get(pg, {}))}
+                  for pg in list(world.pg_names)]
+        if groups:
+            _write_atomic(os.path.join(_OUT or ".", f"rank{rank}.fr_groups.json"),
+                          json.dumps({"rank": rank, "groups": groups}).encode())
+        _write_atomic(os.path.join(_OUT or ".", f"rank{rank}.fr_trace.pkl"), _dump_fr_trace())
+    except Exception as exc:  # the program's own failure matters more than ours
+        _write_status(fr_error=f"flight recorder dump failed: {exc!r}")
+
+
+def _on_sigterm_dump() -> None:
+    """A launcher stops the other ranks with SIGTERM once one failed (torch's spawn does at
+    once): write the dump first. Only where the program left SIGTERM at its default."""
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        _finish("stopped by SIGTERM")
+        os._exit(128 + signum)
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGTERM, handler)
+
+
 def _finish(error: str | None = None) -> None:
+    _dump_flight_recorder()
     prof = _STATE["prof"]
     if prof is None:
         return
