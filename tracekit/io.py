@@ -159,6 +159,9 @@ def check_file(target: StrPath, inputs: Inputs | None = None, *,
         raise OutputError(_why(exc) if isinstance(exc, OSError) else str(exc), path) from exc
     if path.is_dir():
         raise OutputError("is a folder; give a file name", path)
+    if path.exists() and not path.is_file():
+        # a device, FIFO or socket (/dev/stdout): a rename would replace the node itself
+        raise OutputError("is not a regular file; give a file name", path)
     if not path.name or path.name in (".", ".."):
         raise OutputError("is not a file name", path)
     check_folder(path.parent, path, create=make_parents)

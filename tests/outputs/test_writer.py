@@ -190,3 +190,18 @@ def test_atomic_folder_keeps_the_entry_a_concurrent_writer_made(tmp_path: Path):
         (target / "part").write_text("theirs")
     assert (target / "part").read_text() == "theirs"
     assert sorted(p.name for p in target.parent.iterdir()) == ["key"]
+
+
+def test_a_device_or_fifo_target_is_refused_and_left_in_place(tmp_path: Path):
+    # GIVEN a link to a character device and a FIFO as output targets
+    link = tmp_path / "out.json"
+    link.symlink_to(os.devnull)
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for target in (link, fifo):
+        # WHEN a report is planned there THEN it is refused before any write (a rename would
+        # replace the node itself: /dev/stdout once became a plain file this way)
+        with pytest.raises(OutputError, match="not a regular file"):
+            Outputs().file(target)
+    assert link.is_symlink() and os.readlink(link) == os.devnull
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
