@@ -41,6 +41,7 @@ from tracekit.rules.lints import collective_units, run_lints
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import RuleSet
 from tracekit.rules.nesting import fill_from_nested
+from tracekit.rules.notify import PREPARES, fill_prepared_ops, prepared_targets, take_prepared
 from tracekit.rules.paths import (
     Families,
     Placement,
@@ -113,6 +114,8 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
                       (F.GROUPED, "grouped"), (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
         comm[col] = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
     comm[S.OP] = comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
+    comm[PREPARES] = prepared_targets(comm, rules)
+    comm[S.OP] = fill_prepared_ops(comm)
     comm[F.HAS_SPLIT] = comm[S.IN_SPLIT].map(lambda v: v is not None and len(v) > 0)
     comm[F.KGROUP] = kernel_group(comm[F.KRULE], rules, topo)
     comm[F.THREAD_GROUP] = None
@@ -233,6 +236,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     for col in (S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP, S.GROUP,
                 S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if len(target) else ():
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
+    comm = take_prepared(comm)
     comm = _fill_wrappers(comm)
     comm[S.PHASE] = comm[S.PATH].map(lambda p: S.PathLabel.PHASE_OF.get(p) if isinstance(p, str)
                                      else None)
