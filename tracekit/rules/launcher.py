@@ -25,13 +25,18 @@ MAX_DEPTH = 4  # c10d op > record_param_comms > nccl:* title: three levels in pr
 CARRIED = (S.PG_DESC, S.PG_NAME, S.PG_RANKS, S.GROUP_SIZE)
 
 
+def _op(comm: pd.DataFrame) -> pd.Series:
+    """The op a row has so far: its own, else its kernel rule's (c10d::allreduce_ ...)."""
+    return comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
+
+
 def launchers(frame: pd.DataFrame, comm: pd.DataFrame) -> pd.Series:
     """For every communication row: the comm index of the CPU op that launched it, or -1."""
     out = pd.Series(-1, index=comm.index, dtype=np.int64)
     kinds = comm[S.KIND].astype("object")
     device = comm[(kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()]
     host = comm[kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
-                & comm[S.OP].notna() & ~comm[F.INSTANCE].astype(bool)]
+                & _op(comm).notna() & ~comm[F.INSTANCE].astype(bool)]
     runtime = frame[(frame[S.KIND].astype("object") == S.Kind.RUNTIME)
                     & frame[S.CORRELATION].notna()]
     if device.empty or host.empty or runtime.empty:
@@ -76,7 +81,7 @@ def take_launcher_facts(comm: pd.DataFrame, source: pd.Series) -> pd.DataFrame:
     named_only = comm.loc[rows, S.META_SOURCE].astype("object").isin([S.MetaSource.NAME, None]) \
         | comm.loc[rows, S.META_SOURCE].isna()
     op = comm.loc[rows, S.OP].astype("object")
-    theirs = pd.Series(comm.loc[src, S.OP].astype("object").to_numpy(), index=rows)
+    theirs = pd.Series(_op(comm).loc[src].to_numpy(), index=rows)
     comm[S.OP] = comm[S.OP].astype("object")
     comm.loc[rows, S.OP] = op.where(~named_only | theirs.isna(), theirs)
     for col in CARRIED:
