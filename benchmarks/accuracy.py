@@ -41,6 +41,7 @@ from tracekit.topology import Topology
 from tracekit.topology_config import config_from_file
 
 CANDIDATES = re.compile(r"candidates ([A-Z_, ]+) \(")
+OPEN_CANDIDATES = "(or a subgroup"
 
 
 @dataclass
@@ -95,7 +96,10 @@ def _group_verdict(truth: str, row: Any, topo: Topology | None) -> str:
     if row[S.STATUS] == S.Status.AMBIGUOUS:
         m = CANDIDATES.search(str(row[S.REASON]))
         cands = [c.strip() for c in m.group(1).split(",")] if m else []
-        return "ambiguous_ok" if any(same(truth, c) for c in cands) else "wrong"
+        if any(same(truth, c) for c in cands):
+            return "ambiguous_ok"
+        # "candidates WORLD (or a subgroup ...)": the set is open, nothing was claimed
+        return "missing" if OPEN_CANDIDATES in str(row[S.REASON]) else "wrong"
     return "missing"
 
 

@@ -265,7 +265,9 @@ class PathLabel:
     DEEPEP_NORMAL_COMBINE = "deepep.normal.combine"
     DEEPEP_LL_DISPATCH = "deepep.ll.dispatch"
     DEEPEP_LL_COMBINE = "deepep.ll.combine"
-    DEEPEP_LAYOUT = "deepep.layout"  # layout / notify kernels (metadata exchange)
+    DEEPEP_V2_DISPATCH = "deepep.v2.dispatch"  # DeepEP V2 (ElasticBuffer) dispatch
+    DEEPEP_V2_COMBINE = "deepep.v2.combine"  # DeepEP V2 (ElasticBuffer) combine
+    DEEPEP_LAYOUT = "deepep.layout"  # a count exchange issued as a collective of its own
     FUSEEP = "fuseep"  # fused dispatch + expert GEMMs + combine (Ascend FuseEP)
     OTHER = "other"  # setup, barriers, object exchange, anything outside a layer's paths
 
@@ -284,6 +286,8 @@ class PathLabel:
         DEEPEP_NORMAL_COMBINE: Phase.COMBINE,
         DEEPEP_LL_DISPATCH: Phase.DISPATCH,
         DEEPEP_LL_COMBINE: Phase.COMBINE,
+        DEEPEP_V2_DISPATCH: Phase.DISPATCH,
+        DEEPEP_V2_COMBINE: Phase.COMBINE,
         DEEPEP_LAYOUT: Phase.DISPATCH,
         FUSEEP: Phase.EXPERTS,
         OTHER: Phase.OTHER,

@@ -26,6 +26,11 @@ CASES: dict[str, dict[str, Any]] = {
     "dpa_equal_rs": {"tp": 8, "dp": 8, "enable_dp_attention": True, "dp_gather": "allgather",
                      "combine": "c_reduce_scatter"},
     "deepep": {"tp": 8, "ep": 8, "a2a": "deepep"},
+    # issue 13: internode DeepEP with DP attention (attn_tp 1, and attn_tp 8 of 16 / 64)
+    "deepep_dpa16": {"tp": 16, "dp": 16, "enable_dp_attention": True, "ep": 16, "a2a": "deepep"},
+    "deepep_dpa2": {"tp": 16, "dp": 2, "enable_dp_attention": True, "ep": 16, "a2a": "deepep"},
+    "deepep_tp64_dpa8": {"tp": 64, "dp": 8, "enable_dp_attention": True, "ep": 64,
+                         "a2a": "deepep"},
     "old_nccl": {"tp": 4, "nccl": "2.18", "torch": "2.4"},
 }
 

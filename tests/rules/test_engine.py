@@ -131,11 +131,12 @@ def test_kernel_classes_roles_and_default_groups() -> None:
     ]
     rows = attribute(make_run([kernel(n) for n in names]), Topology(ParallelConfig(tp=8, ep=8)))
     got = [(r[S.KERNEL_CLASS], r[S.KERNEL_ROLE], r[S.GROUP], r[S.PATH]) for r in rows]
-    # THEN classes, roles, TP (custom AR, and DeepEP on GPU) and DeepEP paths follow the YAML
+    # THEN classes, roles, TP (custom AR), MOE_EP (DeepEP: the layout has ep > 1, the same
+    # communicator as TP here) and DeepEP paths follow the YAML
     assert got[0] == ("communication", "collective", Group.TP, None)
     assert got[1][0] == "fused"
-    assert got[2] == ("communication", "dispatch", Group.TP, PathLabel.DEEPEP_LL_DISPATCH)
-    assert got[3] == ("communication", "combine", Group.TP, PathLabel.DEEPEP_NORMAL_COMBINE)
+    assert got[2] == ("communication", "dispatch", Group.MOE_EP, PathLabel.DEEPEP_LL_DISPATCH)
+    assert got[3] == ("communication", "combine", Group.MOE_EP, PathLabel.DEEPEP_NORMAL_COMBINE)
     assert got[4][:2] == ("compute", "layout") and rows[4][S.IS_INSTANCE] is False
     assert got[5][3] == PathLabel.DEEPEP_NORMAL_DISPATCH
     assert got[6][:2] == ("communication", "p2p") and rows[6][S.OP] == S.Op.SEND_RECV
@@ -201,10 +202,11 @@ def test_gpu_deepep_low_latency_layers_from_kernel_names() -> None:
     layer = [kernel("void deep_ep::internode_ll::dispatch<true, 8, 7168>(...)"),
              kernel("void deep_ep::internode_ll::combine<8, 7168>(...)")]
     rows = attribute(make_run(layer * 3), topo)
-    # THEN each dispatch/combine pair is one layer, on TP (the DeepEP group on GPU)
+    # THEN each dispatch/combine pair is one layer, on MOE_EP (the DeepEP group; with
+    # ep == tp on GPU it is the TP communicator)
     assert [r[S.LAYER] for r in rows] == [0, 0, 1, 1, 2, 2]
     assert [r[S.PHASE] for r in rows][:2] == [S.Phase.DISPATCH, S.Phase.COMBINE]
-    assert {r[S.GROUP] for r in rows} == {Group.TP}
+    assert {r[S.GROUP] for r in rows} == {Group.MOE_EP}
 
 
 def test_empty_and_compute_only_runs() -> None:

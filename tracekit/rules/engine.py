@@ -30,6 +30,7 @@ from tracekit.rules.gloo import link_wrappers, thread_groups
 from tracekit.rules.grouping import grouped_tuples
 from tracekit.rules.groups import attribute_groups, kernel_group, participants_pass
 from tracekit.rules.kernels import classify, rule_column
+from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
     logical_ids,
@@ -41,6 +42,7 @@ from tracekit.rules.lints import collective_units, run_lints
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import RuleSet
 from tracekit.rules.nesting import fill_from_nested
+from tracekit.rules.notify import PREPARES, fill_prepared_ops, prepared_targets, take_prepared
 from tracekit.rules.paths import (
     Families,
     Placement,
@@ -51,6 +53,7 @@ from tracekit.rules.paths import (
 )
 from tracekit.rules.signatures import transfer
 from tracekit.rules.tables import to_pandas
+from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
 from tracekit.topology import Topology
 
@@ -58,7 +61,7 @@ COMM_CLASSES = (KernelClass.COMM, KernelClass.FUSED)
 _NEEDED = (
     S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CALL_SITE, S.OP, S.PG_DESC,
     S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES, S.IN_SPLIT,
-    S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION,
+    S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION, S.META_SOURCE,
 )
 
 
@@ -112,7 +115,10 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
                       (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
                       (F.GROUPED, "grouped"), (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
         comm[col] = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
+    comm = take_launcher_facts(comm, launchers(frame, comm))
     comm[S.OP] = comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
+    comm[PREPARES] = prepared_targets(comm, rules)
+    comm[S.OP] = fill_prepared_ops(comm)
     comm[F.HAS_SPLIT] = comm[S.IN_SPLIT].map(lambda v: v is not None and len(v) > 0)
     comm[F.KGROUP] = kernel_group(comm[F.KRULE], rules, topo)
     comm[F.THREAD_GROUP] = None
@@ -136,6 +142,7 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
         unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
         last = participants_pass(comm[unlinked].join(groups), topo)
         groups.loc[last.index] = last
+    groups = world_fallback(comm, groups, topo, run)
     groups = _from_wrappers(comm, groups)
     comm = comm.join(groups)
     return _order_and_paths(frame, comm, rules, topo)
@@ -233,6 +240,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     for col in (S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP, S.GROUP,
                 S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if len(target) else ():
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
+    comm = take_prepared(comm)
     comm = _fill_wrappers(comm)
     comm[S.PHASE] = comm[S.PATH].map(lambda p: S.PathLabel.PHASE_OF.get(p) if isinstance(p, str)
                                      else None)

@@ -264,15 +264,35 @@ def _verdict(key: dict[str, object], rules: RuleSet, topo: Topology | None,
         krule = rules.kernel_classes[int(key[F.KRULE])]  # type: ignore[call-overload]
         ev.append(Evidence(f"kernel class {krule.id}", _canon(topo, [str(key[F.KGROUP])]),
                            krule.id))
+        return _named(resolve(ev), str(key[F.KGROUP]), topo)
     return resolve(ev)
 
 
+def _named(verdict: Verdict, label: str, topo: Topology | None) -> Verdict:
+    """The kernel class's own name for the decided communicator: DeepEP traffic on an EP
+    layout is reported as MOE_EP even where SGLang aliases MOE_EP to TP (ep == tp on CUDA)."""
+    if (verdict.status != Status.ATTRIBUTED or verdict.group == label or topo is None
+            or not topo.same_communicator(verdict.group, label)):
+        return verdict
+    return Verdict(label, verdict.status, verdict.rule_id,
+                   f"{verdict.reason}; named {label} by the kernel class (same communicator "
+                   f"as {verdict.group})", (label,))
+
+
 def kernel_group(krule: pd.Series, rules: RuleSet, topo: Topology | None) -> pd.Series:
-    """The kernel rule's default communicator (``group_npu`` on an npu topology)."""
+    """The kernel rule's default communicator: ``group_npu`` on an npu topology, else
+    ``group_ep`` when the layout has an expert-parallel group (ep > 1), else ``group``."""
     npu = topo is not None and topo.config.npu
-    values = [
-        (r.group_npu or r.group) if npu else r.group for r in rules.kernel_classes
-    ] + [None]
+    has_ep = topo is not None and topo.config.ep > 1
+
+    def pick(r: Any) -> str | None:
+        if npu:
+            return str(r.group_npu or r.group) if (r.group_npu or r.group) else None
+        if has_ep and r.group_ep:
+            return str(r.group_ep)
+        return str(r.group) if r.group else None
+
+    values = [pick(r) for r in rules.kernel_classes] + [None]
     arr = np.array(values, dtype=object)
     idx = krule.to_numpy()
     return pd.Series(arr[np.where(idx < 0, len(values) - 1, idx)], index=krule.index)

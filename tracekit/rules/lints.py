@@ -103,7 +103,8 @@ _FAMILIES = {
                 PathLabel.NO_DPA_MOE_AR),
     "a2a": (PathLabel.DEEPEP_LAYOUT, PathLabel.DEEPEP_NORMAL_DISPATCH,
             PathLabel.DEEPEP_NORMAL_COMBINE, PathLabel.DEEPEP_LL_DISPATCH,
-            PathLabel.DEEPEP_LL_COMBINE, PathLabel.FUSEEP),
+            PathLabel.DEEPEP_LL_COMBINE, PathLabel.DEEPEP_V2_DISPATCH,
+            PathLabel.DEEPEP_V2_COMBINE, PathLabel.FUSEEP),
 }
 
 
@@ -149,6 +150,7 @@ def expected_paths(topo: Topology) -> dict[str, set[str] | None]:
     mode = c.expected("deepep_mode") or "normal"
     deepep = (normal if mode == "normal" else low_latency if mode == "low_latency"
               else normal | low_latency)  # auto: normal for extend, low latency for decode
+    deepep = deepep | {PathLabel.DEEPEP_V2_DISPATCH, PathLabel.DEEPEP_V2_COMBINE}  # V2: one mode
     a2a_paths = {"fuseep": {PathLabel.FUSEEP}, "deepep": deepep, "deepep_ll": low_latency,
                  "none": set()}
     out["a2a"] = None if a2a in _NOT_STATED else a2a_paths.get(str(a2a))

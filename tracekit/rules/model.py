@@ -28,6 +28,7 @@ Format (version 1). One YAML mapping per file; every key below is optional excep
                                   #   (device kernel, gloo runloop annotation, HCCL op);
                                   #   false for CPU wrappers (c10d::*, record_param_comms)
         group: TP                 # default communicator (weakest evidence), schema.Group
+        group_ep: MOE_EP          # default communicator when the layout has ep > 1
         group_npu: MOE_EP         # default communicator when the topology is npu
         path: deepep.ll.dispatch  # path implied by the kernel alone, schema.PathLabel
         grouped: true             # back-to-back kernels of this rule on one stream (or
@@ -35,6 +36,10 @@ Format (version 1). One YAML mapping per file; every key below is optional excep
                                   #   logical collective (pynccl reduce_scatterv / all_gatherv)
         grouped_op: reduce_scatterv   # the op of that logical collective
         runs_as: gloo:all_reduce  # c10d wrapper on gloo: the runloop annotation it causes
+        prepares: [dispatch, combine]  # this kernel is the synchronisation part of the next
+                                  #   kernel of one of these ops on its stream (same library):
+                                  #   it takes that operation's op (when it has none), logical
+                                  #   collective, group, path and layer (DeepEP notify kernels)
 
     group_descs:                  # process-group description -> communicator
       - id: desc.tp
@@ -105,11 +110,13 @@ class KernelRule:
     mode: str | None = None
     instance: bool = True
     group: str | None = None
+    group_ep: str | None = None
     group_npu: str | None = None
     path: str | None = None
     grouped: bool = False
     grouped_op: str | None = None
     runs_as: str | None = None
+    prepares: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -208,7 +215,9 @@ _VOCAB: dict[str, tuple[str, ...]] = {
     "op": schema.Op.ALL,
     "grouped_op": schema.Op.ALL,
     "group": schema.Group.ALL,
+    "group_ep": schema.Group.ALL,
     "group_npu": schema.Group.ALL,
+    "prepares": schema.Op.ALL,
     "path": schema.PathLabel.ALL,
     "attn_tp": TOPO_ATTN_TP,
     "severity": SEVERITIES,

@@ -5,7 +5,9 @@ site, while eager steps (prefill/extend) of the same run do. A layer whose every
 attributed and has a path is *complete*; its sequence of ops is its signature. Another layer
 of the same rank with the same signature, whose own facts do not contradict it, takes the
 complete layer's group and path for each position. A signature seen with two different
-answers is not used (the evidence disagrees), and known facts are never overwritten.
+answers is not used (the evidence disagrees), and known facts are never overwritten. A known
+path agrees with the borrowed one when both are variants of the same step (same phase): the
+DeepEP mode, for one, differs between extend and decode steps of one run.
 """
 
 from __future__ import annotations
@@ -72,8 +74,17 @@ def _agrees(todo: pd.DataFrame) -> pd.Series:
         [not (st == Status.AMBIGUOUS and c and w not in c)
          for st, c, w in zip(todo[S.STATUS], todo[F.CANDIDATES], want, strict=True)],
         index=todo.index)
-    path_ok = todo[S.PATH].isna() | (todo[S.PATH] == todo[_WANT_PATH])
+    path_ok = todo[S.PATH].isna() | (todo[S.PATH] == todo[_WANT_PATH]) | _same_step(todo)
     return group_ok & cands_ok & path_ok
+
+
+def _same_step(todo: pd.DataFrame) -> pd.Series:
+    """A known path of another variant of the same per-layer step (DeepEP normal in extend
+    steps, low latency in decode steps) corroborates the alignment; it is kept as it is."""
+    phase = S.PathLabel.PHASE_OF
+    mine = todo[S.PATH].map(lambda p: phase.get(p) if isinstance(p, str) else None)
+    want = todo[_WANT_PATH].map(lambda p: phase.get(p) if isinstance(p, str) else None)
+    return mine.notna() & (mine == want) & (mine != S.Phase.OTHER)
 
 
 def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame) -> pd.DataFrame:

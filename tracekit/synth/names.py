@@ -59,31 +59,61 @@ def custom_ar_kernel(version: tuple[int, int], n: int, nbytes: int) -> str:
 
 
 def deepep_kernels(mode: str, n: int, internode: bool, hidden: int) -> dict[str, str]:
-    """DeepEP kernels by role for ``mode`` "normal" or "ll"."""
+    """DeepEP v1 kernels by role for ``mode`` "normal" or "ll" (``n``: ranks of the buffer).
+
+    Names and template parameters follow deepseek-ai/DeepEP csrc/kernels/{layout,intranode,
+    internode,internode_ll}.cu (v1, before b306af0): intranode kernels are templated on the
+    rank count, internode ones on (low-latency mode, RDMA ranks).
+    """
     if mode == "ll":
         return {
-            "dispatch": f"void deep_ep::internode_ll::dispatch<true, 3, {hidden}>(void*, float*, "
-                        "int*, long*, void*, int*, void*, int*, long*, void const*, long const*, "
-                        "int*, int*, int, int, int, int, int, int, int, bool)",
-            "combine": f"void deep_ep::internode_ll::combine<3, {hidden}, 8>(void*, void*, int*, "
-                       "void*, void const*, long const*, float const*, int const*, long const*, "
-                       "int*, int*, int, int, int, int, int, int, int, int, bool)",
+            "dispatch": f"void deep_ep::internode_ll::dispatch<true, false, {hidden}>(void*, "
+                        "float*, int*, long*, void*, int*, void*, int*, long*, void const*, "
+                        "long const*, int*, int*, int, int, int, int, int, int, int, bool, int*, "
+                        "int*)",
+            "combine": f"void deep_ep::internode_ll::combine<false, {hidden}, 9, 8>(void*, void*, "
+                       "int*, void*, void const*, long const*, float const*, int const*, "
+                       "long const*, int*, int*, int, int, int, int, int, int, int, int, bool, "
+                       "int*, int*)",
         }
-    ns = "internode" if internode else "intranode"
-    notify = "cached_notify" if internode else f"cached_notify_combine<{n}>"
+    layout = ("void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, "
+              "int*, bool*, int, int, int, int)")
+    if internode:
+        rdma = max(2, n // 8)
+        return {
+            "layout": layout,
+            "notify": f"void deep_ep::internode::notify_dispatch<false, {rdma}>(int const*, int*, "
+                      "int, int const*, int*, int const*, int*, int, bool const*, int, int, int, "
+                      "int, int, int, int, int*, int*, int*, int*, void*, void**, int**, int, "
+                      "int, int)",
+            "dispatch": f"void deep_ep::internode::dispatch<false, {rdma}, false, 8192, 7>(int4*, "
+                        "float*, long*, float*, deep_ep::internode::SourceMeta*, int4 const*, "
+                        "float const*, long const*, float const*, int*, int*, int*, int*, "
+                        "int const*, int const*, int const*, int const*, int, int, int, int, "
+                        "int, bool const*, void*, int, int, void**, int, int, int, int)",
+            "cached_notify": "void deep_ep::internode::cached_notify<false, 8192>(int, int, int, "
+                             "int, int*, int, int, int const*, int const*, int*, void*, void**, "
+                             "int**, int, int, int, bool, int)",
+            "combine": f"void deep_ep::internode::combine<false, {rdma}, __nv_bfloat16, 16, 4, 4, "
+                       "16, 24>(int4*, float*, bool const*, int4 const*, float const*, "
+                       "int const*, int const*, deep_ep::internode::SourceMeta const*, "
+                       "int const*, int const*, int const*, int, int, int, int, void*, int, int, "
+                       "void**, int, int, int, int)",
+        }
     return {
-        "layout": "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, "
-                  "int*, int*, bool*, int, int, int, int)",
-        "notify": f"void deep_ep::{ns}::notify_dispatch<{n}>(int const*, int*, int, int const*, "
-                  "int*, int, int, int, int, int, int*, int*, int, void**, int**, int)",
-        "dispatch": f"void deep_ep::{ns}::dispatch<{n}, 768, 8192>(int4*, float*, long*, float*, "
-                    "int*, int*, int4 const*, float const*, long const*, float const*, "
+        "layout": layout,
+        "notify": f"void deep_ep::intranode::notify_dispatch<{n}>(int const*, int*, int, "
+                  "int const*, int*, int, int, int const*, int*, int*, int, int, void**, int**, "
+                  "int)",
+        "dispatch": f"void deep_ep::intranode::dispatch<{n}, 768, 8192>(int4*, float*, long*, "
+                    "float*, int*, int*, int4 const*, float const*, long const*, float const*, "
                     "bool const*, int const*, int, int, int, int, int, int, int, void**, int, "
                     "int, int)",
-        "cached_notify": f"void deep_ep::{ns}::{notify}(void**, int*, int, int, int, int**, int)",
-        "combine": f"void deep_ep::{ns}::combine<__nv_bfloat16, {n}, 768, 4096>(__nv_bfloat16*, "
-                   "float*, __nv_bfloat16 const*, float const*, int const*, int const*, "
-                   "int const*, int*, int, int, int, int, void**, int, int, int)",
+        "cached_notify": f"void deep_ep::intranode::cached_notify_combine<{n}>(void**, int*, int, "
+                         "int, int, int**, int)",
+        "combine": f"void deep_ep::intranode::combine<__nv_bfloat16, {n}, 768, 4096>("
+                   "__nv_bfloat16*, float*, __nv_bfloat16 const*, float const*, int const*, "
+                   "int const*, int const*, int*, int, int, int, int, void**, int, int, int)",
     }
 
 

@@ -227,12 +227,12 @@ class _Builder:
         k = names.deepep_kernels(mode, min(n, cfg.gpus_per_node), internode, h)
         moe = ("moe", "forward_deepep")
         if mode == "normal":
-            self.add(Op.OTHER, "moe_ep", G.MOE_EP, P.DEEPEP_LAYOUT, layer, "dispatch",
-                     (*moe, "deepep.dispatch", "deepep.layout"), "deepep",
-                     (k["layout"], k["notify"]), n, self.local, self.local, n * n * 4)
+            # get_dispatch_layout (local counting, no collective) and notify_dispatch (the
+            # dispatch's count exchange) run on the DeepEP stream before the dispatch kernel;
+            # the combine's notify (cached_notify[_combine]) before the combine kernel
             self.add(Op.DISPATCH, "moe_ep", G.MOE_EP, P.DEEPEP_NORMAL_DISPATCH, layer, "dispatch",
                      (*moe, "deepep.dispatch", "deepep.buffer_dispatch"), "deepep",
-                     (k["dispatch"],), n, self.local, send, send * h)
+                     (k["layout"], k["notify"], k["dispatch"]), n, self.local, send, send * h)
             self.compute(25_000.0, 6.0 * cfg.shape.topk / n, "local")
             self.add(Op.COMBINE, "moe_ep", G.MOE_EP, P.DEEPEP_NORMAL_COMBINE, layer, "combine",
                      (*moe, "deepep.combine", "deepep.buffer_combine"), "deepep",

@@ -263,7 +263,7 @@ class RankRenderer:
         })
         if slot.transport == "c10d":
             stream = self.pg_stream[pg.pg_name]
-        elif slot.transport == "deepep" and ("normal" in slot.path or slot.path.endswith("layout")):
+        elif slot.transport == "deepep" and "normal" in slot.path:
             stream = DEEPEP_STREAM
         else:
             stream = COMPUTE_STREAM
@@ -345,6 +345,6 @@ def _phase(path: str) -> str:
 def _shares(slot: Slot, n: int) -> list[float]:
     if n == 1:
         return [1.0]
-    if slot.transport == "deepep":  # layout / notify first: short
-        return [0.15, 0.85]
+    if slot.transport == "deepep":  # layout and notify first: short
+        return [0.15, 0.85] if n == 2 else [0.05, 0.15, 0.8]
     return [1.0 / n] * n
