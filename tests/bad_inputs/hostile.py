@@ -15,7 +15,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 MB = 1 << 20
@@ -443,6 +443,11 @@ def _tv_set(field: str, value: object) -> Callable[[object], object]:
     return edit
 
 
+def _prepend_list(doc: object) -> object:
+    assert isinstance(doc, list)
+    return [[1], *doc]
+
+
 def _csv_edit(edit: Callable[[list[list[str]]], list[list[str]]]) -> Callable[[Path], Path]:
     def br(r: Path) -> Path:
         import csv
@@ -521,8 +526,7 @@ ASCEND: list[Case] = [
     Case("ascend-text", "trace_view_args_list",
          _ascend(_edit_json(f"{OUT}/trace_view.json", _tv_set("args", [1]))), "args"),
     Case("ascend-text", "trace_view_event_list",
-         _ascend(_edit_json(f"{OUT}/trace_view.json", lambda d: [[1]] + list(d)  # type: ignore[arg-type]
-                            )), "event"),
+         _ascend(_edit_json(f"{OUT}/trace_view.json", _prepend_list)), "event"),
     Case("ascend-text", "communication_list_for_object",
          _ascend(_edit_json(f"{OUT}/communication.json",
                             lambda d: {k: [1] for k in d})),  # type: ignore[union-attr]
@@ -571,4 +575,11 @@ def _mkfifo(p: Path) -> Path:
     return p
 
 
-CASES: list[Case] = KINETO + GZIP + OPTIONS + ASCEND
+# values the schema lets be null: read as null (unreadable), the run is analysed (rc 0);
+# tests/parsers/test_hostile_corpus.py checks that they are null. A FIFO where an Ascend
+# export has trace_view.json is never opened (the export's other files are read).
+NULL_OK = {"pid_2_pow_70", "pg_ranks_beyond_int32", "base_time_text", "comm_nelems_2_pow_70",
+           "comm_group_size_1e400", "external_id_2_pow_70", "db_dangling_string_id",
+           "db_string_id_text", "trace_view_fifo"}
+CASES: list[Case] = [replace(c, rc=0) if c.name in NULL_OK else c
+                     for c in KINETO + GZIP + OPTIONS + ASCEND]

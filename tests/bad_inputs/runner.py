@@ -8,6 +8,7 @@ killed past twice the case's ceiling, to protect the machine) and takes the peak
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -93,10 +94,8 @@ def _watch(proc: subprocess.Popen[bytes], limit_mb: float, deadline: float,
         now = time.monotonic()
         if rss > limit_mb * (1 << 20) or now > deadline:
             why.append(f"rss {rss >> 20} MB" if now <= deadline else "timeout")
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             return
 
 

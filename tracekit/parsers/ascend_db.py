@@ -71,9 +71,22 @@ def _tables(con: sqlite3.Connection) -> set[str]:
 
 def _sql(con: sqlite3.Connection, query: str, path: Path) -> pd.DataFrame:
     try:
-        return pd.read_sql_query(query, con)
+        df = pd.read_sql_query(query, con)
+        _check_times(df, query, path)
+        return df
     except (sqlite3.Error, pd.errors.DatabaseError) as exc:
         raise BadInputError(f"cannot read the profiler database ({exc})", path) from None
+
+
+def _check_times(df: pd.DataFrame, query: str, path: Path) -> None:
+    """startNs / endNs must be integer nanoseconds (SQLite keeps any type in any column:
+    text, a REAL such as 1e300, or NULL would be cast into garbage or fail later)."""
+    for col in ("startNs", "endNs"):
+        if col in df.columns and len(df) and not pd.api.types.is_integer_dtype(df[col]):
+            table = query.rsplit(" FROM ", 1)[-1].split()[0]
+            bad = next((v for v in df[col] if type(v) is not int), None)
+            raise BadInputError(
+                f"{table}.{col} holds {str(bad)[:30]!r}, expected integer nanoseconds", path)
 
 
 def read_db(path: Path) -> DbRank:
@@ -151,7 +164,7 @@ def _meta(con: sqlite3.Connection, tables: set[str], path: Path) -> dict[str, An
         return None
     try:
         info = json.loads(rows["value"].iloc[0])
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, RecursionError, json.JSONDecodeError):
         raise BadInputError("META_DATA parallel_group_info is not JSON", path) from None
     return info if isinstance(info, dict) else None
 
