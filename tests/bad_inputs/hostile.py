@@ -150,7 +150,8 @@ KINETO += [
          _write("deep_dist.json", trace_text(dist={"rank": 0, "x": "@@"}).replace(
              '"@@"', _deep())), "nest"),
     Case("kineto-structure", "deep_event_list",
-         _write("deep_event.json", trace_text(["@@"]).replace('"@@"', _deep())), "event 0"),
+         _write("deep_event.json", trace_text(["@@"]).replace('"@@"', _deep())),
+         "nested too deeply"),
     Case("kineto-structure", "deep_after_events",
          _write("deep_tail.json", trace_text(tail="@@").replace('"@@"', _deep())), "nest"),
 ]
@@ -193,50 +194,50 @@ def _sparse(name: str, size: int, prefix: bytes = b"") -> Callable[[Path], Built
 
 
 def _huge_head_string(d: Path) -> Built:
-    """A 300 MB string value before traceEvents (the head search must stay linear)."""
+    """A 100 MB string value before traceEvents (the head search must stay linear)."""
     p = d / "huge_head.json"
     with p.open("wb") as f:
         f.write(b'{"distributedInfo": {"rank": 0}, "junk": "')
         chunk = b"a" * (16 * MB)
-        for _ in range(19):
+        for _ in range(6):
             f.write(chunk)
         f.write(b'", "traceEvents": [' + json.dumps(EV).encode() + b"]}")
     return ["analyze", str(p)], p
 
 
 def _huge_event_string(d: Path) -> Built:
-    """One event whose name is a 300 MB string."""
+    """One event whose name is a 100 MB string."""
     p = d / "huge_event.json"
     with p.open("wb") as f:
         f.write(b'{"distributedInfo": {"rank": 0}, "traceEvents": [')
         f.write(json.dumps(EV).encode() + b', {"ph": "X", "name": "')
         chunk = b"b" * (16 * MB)
-        for _ in range(19):
+        for _ in range(6):
             f.write(chunk)
         f.write(b'", "ts": 1, "dur": 1}]}')
     return ["analyze", str(p)], p
 
 
 def _whitespace_in_array(d: Path) -> Built:
-    """300 MB of spaces between two events (no boundary for the splitter to find)."""
+    """100 MB of spaces between two events (no boundary for the splitter to find)."""
     p = d / "spaces.json"
     ev = json.dumps(EV).encode()
     with p.open("wb") as f:
         f.write(b'{"distributedInfo": {"rank": 0}, "traceEvents": [' + ev + b",")
         chunk = b" " * (16 * MB)
-        for _ in range(19):
+        for _ in range(6):
             f.write(chunk)
         f.write(ev + b"]}")
     return ["analyze", str(p)], p
 
 
 def _false_boundaries(d: Path) -> Built:
-    """A 200 MB string made of ``},{`` (every guess of the splitter is false)."""
+    """A 96 MB string made of ``},{`` (every guess of the splitter is false)."""
     p = d / "false_bounds.json"
     with p.open("wb") as f:
         f.write(b'{"distributedInfo": {"rank": 0}, "traceEvents": [{"ph": "X", "name": "')
         chunk = b'},{' * (MB * 4)
-        for _ in range(16):
+        for _ in range(8):
             f.write(chunk)
         f.write(b'", "ts": 1, "dur": 1, "pid": 0, "tid": 0}]}')
     return ["analyze", str(p)], p
@@ -289,7 +290,7 @@ GZIP: list[Case] = [
                      b"]}"), "decompress", slow=True, wall_s=60),
     Case("gzip", "bomb_10gb_of_spaces",
          _gz_members("spaces.json.gz", _HEAD + b",", b" " * (64 * MB), 160, b"]}"),
-         "decompress", slow=True, wall_s=60),
+         "longer than 64 MiB", slow=True, wall_s=60),
     Case("gzip", "bomb_of_nuls",
          _gz_members("nuls.json.gz", b"\0", b"\0" * (64 * MB), 32), "invalid JSON",
          slow=True, wall_s=30),
@@ -506,7 +507,7 @@ def _db(sql: str, kineto_free: bool = True) -> Callable[[Path], Path]:
 
 ASCEND: list[Case] = [
     Case("ascend-text", "trace_view_deep",
-         _ascend(_replace_json(f"{OUT}/trace_view.json", _deep())), "nest"),
+         _ascend(_replace_json(f"{OUT}/trace_view.json", _deep())), "not an Ascend trace_view"),
     Case("ascend-text", "communication_deep",
          _ascend(_replace_json(f"{OUT}/communication.json",
                                '{"a":' * DEEP + "1" + "}" * DEEP)), "nest"),
@@ -526,7 +527,8 @@ ASCEND: list[Case] = [
     Case("ascend-text", "trace_view_args_list",
          _ascend(_edit_json(f"{OUT}/trace_view.json", _tv_set("args", [1]))), "args"),
     Case("ascend-text", "trace_view_event_list",
-         _ascend(_edit_json(f"{OUT}/trace_view.json", _prepend_list)), "event"),
+         _ascend(_edit_json(f"{OUT}/trace_view.json", _prepend_list)),
+         "not an Ascend trace_view"),
     Case("ascend-text", "communication_list_for_object",
          _ascend(_edit_json(f"{OUT}/communication.json",
                             lambda d: {k: [1] for k in d})),  # type: ignore[union-attr]
@@ -565,7 +567,7 @@ ASCEND: list[Case] = [
          _ascend(_db("UPDATE COMMUNICATION_OP SET opName = 'x';"), export="db"), "opName"),
     Case("ascend-db", "db_group_info_deep",
          _ascend(_db("UPDATE META_DATA SET value = '" + _deep() + "' "
-                     "WHERE name = 'parallel_group_info';"), export="db"), "nest"),
+                     "WHERE name = 'parallel_group_info';"), export="db"), "not JSON"),
 ]
 
 
