@@ -123,18 +123,27 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     if value is None and name in ("devices_per_node", "layers"):
         return None
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be an integer, got {value!r}", source) from None
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{name} must be an integer, got {value!r:.40}", source) from None
+    if not -MAX_SIZE <= number <= MAX_SIZE:
+        raise ConfigError(f"{name} = {value!r:.40} is out of range (at most {MAX_SIZE})",
+                          source)
+    return number
+
+
+MAX_SIZE = 1 << 20  # a parallel size or node count beyond a million ranks is no real run
 
 
 def _read_mapping(path: Path) -> Mapping[str, Any]:
+    from tracekit.limits import read_options_file
+
+    is_json = str(path).endswith(".json")
+    text = read_options_file(Path(path), "config", yaml=not is_json, error=ConfigError)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config ({exc.strerror})", path) from None
-    try:
-        data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+        data = json.loads(text) if is_json else yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError("config is nested too deeply", path) from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"not valid JSON/YAML ({exc})", path) from None
     if not isinstance(data, Mapping):

@@ -214,12 +214,13 @@ def parse_profile(data: Any, path: str) -> HardwareProfile:
 
 def read_profile(path: Path) -> HardwareProfile:
     """Read and validate one profile file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read hardware profile: {exc.strerror}", path) from exc
+    from tracekit.limits import read_options_file
+
+    text = read_options_file(path, "hardware profile", yaml=True, error=ConfigError)
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError("hardware profile is nested too deeply", path) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {' '.join(str(exc).split())}", path) from exc
     return parse_profile(data, str(path))
@@ -229,7 +230,7 @@ def load_profile(spec: str | Path) -> HardwareProfile:
     """A profile by name ('h200', 'cpu-gloo') or by the path of a YAML file."""
     candidate = Path(spec)
     if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
-        if not candidate.is_file():
+        if not candidate.exists():
             raise ConfigError("hardware profile file not found", candidate)
         return read_profile(candidate)
     name = str(spec)

@@ -58,6 +58,8 @@ def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> p
     """PHASES from the timeline (time classes) and the MEASURED rows (bytes, bounds, wait)."""
     phase, layer = _phase_layer(attributed, tl.row)
     per_layer = _time_by_key(tl, phase, layer)
+    if per_layer.empty and measured.empty:  # no device time and no collective (issue 16)
+        return schema.PHASES.empty_table()
     all_layers = _time_by_key(tl, phase, np.full_like(layer, -1))
     m = measured.copy()
     m[schema.PHASE] = m[schema.PHASE].fillna(Phase.OTHER)

@@ -88,7 +88,8 @@ def trace_files(directory: Path) -> list[Path]:
     """Rank files of a run directory (not recursive), sorted by name; sidecars and manifests
     (JSON without traceEvents) are left out, unreadable trace-named files are kept (they fail
     loudly when parsed)."""
-    files = sorted(p for p in directory.iterdir() if p.is_file() and _is_trace_name(p))
+    # a trace-named FIFO or device is kept: it is refused, by name, when it is read
+    files = sorted(p for p in directory.iterdir() if not p.is_dir() and _is_trace_name(p))
     return [p for p in files if sniff_kineto(p) is not False]
 
 

@@ -72,9 +72,50 @@ def _tables(con: sqlite3.Connection) -> set[str]:
 
 def _sql(con: sqlite3.Connection, query: str, path: Path) -> pd.DataFrame:
     try:
-        return pd.read_sql_query(query, con)
+        df = pd.read_sql_query(query, con)
+        _check_times(df, query, path)
+        return df
     except (sqlite3.Error, pd.errors.DatabaseError) as exc:
         raise BadInputError(f"cannot read the profiler database ({exc})", path) from None
+
+
+def _check_times(df: pd.DataFrame, query: str, path: Path) -> None:
+    """startNs / endNs must be integer nanoseconds (SQLite keeps any type in any column:
+    text, a REAL such as 1e300, or NULL would be cast into garbage or fail later)."""
+    for col in ("startNs", "endNs"):
+        if col not in df.columns or not len(df) or pd.api.types.is_integer_dtype(df[col]):
+            continue
+        values = df[col]
+        # integers, or their decimal text (real exports hold some times as TEXT)
+        text = values.map(lambda v: v if isinstance(v, str) else "" if v is None else repr(v))
+        ok = text.str.fullmatch(r"-?[0-9]{1,19}").astype(bool)
+        long = ok & text.str.len().ge(19)  # 19 digits may pass int64: checked one by one
+        if long.any():
+            ok[long] = text[long].map(_fits_int64)
+        if ok.all():
+            continue
+        table = query.rsplit(" FROM ", 1)[-1].split()[0]
+        bad = values[~ok].iloc[0]
+        raise BadInputError(
+            f"{table}.{col} holds {str(bad)[:30]!r}, expected integer nanoseconds", path)
+
+
+def _column(values: pd.Series, name: str, path: Path) -> pa.Array:
+    """An EVENTS column from the frame; a cell of the wrong type (text or a blob where an
+    id belongs: SQLite keeps any type in any column) is a BadInputError."""
+    try:
+        return pa.array(values, _TYPES[name], from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+        what = " ".join(str(exc).split())[:80]
+        raise BadInputError(f"the values read into {name} have the wrong type ({what})",
+                            path) from None
+
+
+def _fits_int64(text: str) -> bool:
+    try:
+        return -(1 << 63) <= int(text) < 1 << 63
+    except ValueError:
+        return False
 
 
 def read_db(path: Path) -> DbRank:
@@ -116,7 +157,7 @@ def _read(con: sqlite3.Connection, path: Path) -> DbRank:
     frame.loc[ops, S.STREAM] = frame.loc[ops, S.CORRELATION].map(hw)
     frame.loc[ops, S.TID] = frame.loc[ops, S.STREAM]
     frame = _links(frame, conns)
-    cols = {c: pa.array(frame[c], _TYPES[c], from_pandas=True) for c in _TYPES}
+    cols = {c: _column(frame[c], c, path) for c in _TYPES}
     ops = frame[frame["_is_op"]]
     return DbRank(cols, rank, device, meta, ops["_group"].tolist(),
                   _first(con, tables, "NPU_INFO", "name", path),
@@ -152,7 +193,7 @@ def _meta(con: sqlite3.Connection, tables: set[str], path: Path) -> dict[str, An
         return None
     try:
         info = json.loads(rows["value"].iloc[0])
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, RecursionError, json.JSONDecodeError):
         raise BadInputError("META_DATA parallel_group_info is not JSON", path) from None
     return info if isinstance(info, dict) else None
 

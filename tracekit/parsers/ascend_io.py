@@ -17,13 +17,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.errors import BadInputError
+from tracekit.limits import MAX_ASCEND_JSON, TOO_DEEP, read_limited
 
-_DECIMAL_RE = r"^(?P<int>[0-9]+)(?:\.(?P<frac>[0-9]*))?$"
+# at most 15 integer digits take the vectorised path (1e15 us = 1e18 ns fits int64); longer
+# text goes through number_to_ns, which gives None beyond int64
+_DECIMAL_RE = r"^(?P<int>[0-9]{1,15})(?:\.(?P<frac>[0-9]*))?$"
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def read_bytes(path: Path) -> bytes:
+    """A regular file's bytes (a FIFO or device is refused before it is opened), at most
+    MAX_ASCEND_JSON."""
     try:
-        return path.read_bytes()
+        return read_limited(path, MAX_ASCEND_JSON, "export file")
     except FileNotFoundError:
         raise BadInputError("no such file", path) from None
     except IsADirectoryError:
@@ -41,6 +47,8 @@ def load_json(path: Path, expect: type, what: str) -> Any:
         doc = json.loads(data, parse_float=Decimal)
     except UnicodeDecodeError:
         raise BadInputError(f"not UTF-8 text, expected {what}", path) from None
+    except RecursionError:
+        raise BadInputError(f"{TOO_DEEP}, expected {what}", path) from None
     except json.JSONDecodeError as exc:
         raise BadInputError(
             f"invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}), expected {what}",
@@ -69,9 +77,10 @@ def number_to_ns(value: Any, unit_ns: int) -> int | None:
         dec = value if isinstance(value, Decimal) else Decimal(str(value).strip())
     except InvalidOperation:
         return None
-    if not dec.is_finite():
+    if not dec.is_finite() or abs(dec.adjusted()) > 30:
         return None
-    return int((dec * unit_ns).to_integral_value(rounding="ROUND_HALF_EVEN"))
+    ns = int((dec * unit_ns).to_integral_value(rounding="ROUND_HALF_EVEN"))
+    return ns if _I64_MIN <= ns <= _I64_MAX else None  # beyond int64: null, as unreadable
 
 
 def text_to_ns(text: pa.Array, unit_ns: int = 1000) -> pa.Array:

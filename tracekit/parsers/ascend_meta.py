@@ -39,6 +39,9 @@ def read_rank_meta(rank_dir: Path) -> RankMeta:
         meta.info_path = path
         rank_id = doc.get("rank_id")
         suffix = _INFO_RE.match(path.name).group(1)  # type: ignore[union-attr]
+        if isinstance(rank_id, int) and not isinstance(rank_id, bool) and rank_id >= 1 << 31:
+            raise BadInputError(f"rank_id {str(rank_id)[:30]} is out of range (0 to 2**31-1)",
+                                path)
         if isinstance(rank_id, int) and not isinstance(rank_id, bool) and rank_id >= 0:
             meta.rank = rank_id
         elif suffix is not None:
@@ -69,10 +72,11 @@ def parse_group_info(info: Any, path: Path) -> list[CommGroup]:
             raise BadInputError(f"parallel_group_info[{comm!r}] is not an object", path)
         ranks = entry.get("global_ranks")
         if not isinstance(ranks, list) or not all(
-            isinstance(r, int) and not isinstance(r, bool) for r in ranks
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 1 << 31 for r in ranks
         ):
             raise BadInputError(
-                f"parallel_group_info[{comm!r}].global_ranks is not a list of integers", path)
+                f"parallel_group_info[{comm!r}].global_ranks is not a list of integers"
+                " (0 to 2**31-1)", path)
         grank = entry.get("group_rank")
         groups.append(CommGroup(
             comm_name=str(comm),

@@ -51,11 +51,36 @@ def _dist_info(meta: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+_I32 = (1 << 31) - 1
+_I64 = (1 << 63) - 1
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", float: "a float",
+            bool: "a boolean"}.get(type(value), type(value).__name__)
+
+
+def _bounded_int(value: Any, where: str, path: Path, low: int, high: int) -> int | None:
+    """An integer field of distributedInfo / the top level: None when absent or not an
+    integer (the column is nullable), an error when an integer is out of its column's range."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    if not low <= value <= high:
+        raise BadInputError(
+            f"{where} = {str(value)[:30]} is out of range ({low} to {high})", path)
+    return value
+
+
 def _rank(info: Mapping[str, Any], path: Path, forced: int | None) -> int:
     if forced is not None:
         return forced
     value = info.get("rank")
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise BadInputError(
+            f"distributedInfo.rank is {_kind(value)} ({str(value)[:30]}), expected an integer;"
+            " pass the rank with --rank N", path)
+    value = _bounded_int(value, "distributedInfo.rank", path, 0, _I32)
+    if value is not None:
         return value
     guess = rank_from_name(path.name)
     if guess is not None:
@@ -65,20 +90,19 @@ def _rank(info: Mapping[str, Any], path: Path, forced: int | None) -> int:
         " pass it with --rank N (or name the file rank-N.json)", path)
 
 
-def _groups(info: Mapping[str, Any], rank: int) -> tuple[list[dict[str, Any]], dict, dict]:
+def _groups(info: Mapping[str, Any], rank: int,
+            path: Path) -> tuple[list[dict[str, Any]], dict, dict]:
     """pg_config entries (every era) -> rows, {pg_name: {desc, ranks}}, {uid: pg_name}."""
     rows: list[dict[str, Any]] = []
     by_name: dict[str, dict[str, Any]] = {}
     by_uid: dict[str, str] = {}
     seen: set[str] = set()
-    for pg in info.get("pg_config") or []:
+    for i, pg in enumerate(_pg_config(info, path)):
         if not isinstance(pg, dict):
             continue
-        name = pg.get("pg_name")
-        name = None if name is None else str(name)
+        name = _text(pg, "pg_name", i, path)
         ranks = parse_int_list(pg.get("ranks"), bits=32)
-        desc = pg.get("pg_desc")
-        desc = None if desc is None else str(desc)
+        desc = _text(pg, "pg_desc", i, path)
         size = pg.get("pg_size")
         size = (size if isinstance(size, int) and -(1 << 31) <= size < 1 << 31
                 else (len(ranks) if ranks else None))
@@ -93,13 +117,30 @@ def _groups(info: Mapping[str, Any], rank: int) -> tuple[list[dict[str, Any]], d
             S.RANK: rank, S.PG_NAME: name, S.PG_DESC: desc, S.PG_RANKS: ranks,
             S.GROUP_SIZE: size,
             S.GROUP_RANK: ranks.index(rank) if ranks and rank in ranks else None,
-            S.BACKEND: pg.get("backend_config"),
+            S.BACKEND: _text(pg, "backend_config", i, path),
         })
     return rows, by_name, by_uid
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _pg_config(info: Mapping[str, Any], path: Path) -> list[Any]:
+    value = info.get("pg_config")
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadInputError(
+            f"distributedInfo.pg_config is {_kind(value)}, expected a list of groups", path)
+    return value
+
+
+def _text(pg: Mapping[str, Any], key: str, i: int, path: Path) -> str | None:
+    """A string field of a pg_config entry (numbers are read as their text)."""
+    value = pg.get(key)
+    if value is None:
+        return None
+    if isinstance(value, dict | list | bool):
+        raise BadInputError(
+            f"distributedInfo.pg_config[{i}].{key} is {_kind(value)}, expected a string", path)
+    return str(value)
 
 
 def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> RankTables:
@@ -109,17 +150,19 @@ def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> Rank
         trace = parse_file(path, jobs)
         info = _dist_info(trace.meta)
         r = _rank(info, path, rank)
-        rows, by_name, by_uid = _groups(info, r)
+        rows, by_name, by_uid = _groups(info, r, path)
         events = build_events_from([trace.detach_raw()], trace.detach_side(), trace.threads,
                                    rank=r, source=str(path), pg_by_name=by_name,
                                    pg_by_uid=by_uid)
         release_memory(events.num_rows)
     groups = pa.Table.from_pylist(rows, schema=_plain(S.PROCESS_GROUPS))
-    base = _int_or_none(trace.meta.get("baseTimeNanoseconds"))
+    base = _bounded_int(trace.meta.get("baseTimeNanoseconds"), "baseTimeNanoseconds", path,
+                        -_I64 - 1, _I64)
+    world = _bounded_int(info.get("world_size"), "distributedInfo.world_size", path, 0, _I32)
     rank_info = pa.Table.from_pylist([{
         S.RANK: r, S.SOURCE: str(path), S.FORMAT: FORMAT,
         S.BACKEND: info.get("backend") if isinstance(info.get("backend"), str) else None,
-        S.WORLD_SIZE: _int_or_none(info.get("world_size")),
+        S.WORLD_SIZE: world,
         S.HOST: trace.meta.get("host_name") if isinstance(trace.meta.get("host_name"), str)
         else None,
         S.BASE_TIME_NS: base, S.COUNT: events.num_rows,

@@ -201,6 +201,24 @@ def text_ns(arr: pa.Array, values: Sequence[Any]) -> pa.Array:
     return pc.if_else(neg, pc.negate(ns), ns)
 
 
+_NS_MIN, _NS_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def first_out_of_range(values: Sequence[Any]) -> int:
+    """Index of the first microsecond value whose nanoseconds do not fit in int64 (ints
+    beyond 64 bits, 1e400, 1000-digit numbers, 9.3e15 us), or -1."""
+    for i, v in enumerate(values):
+        if v is None or isinstance(v, bool):
+            continue
+        try:
+            dec = Decimal(v) if isinstance(v, int | str) else Decimal(repr(float(v)))
+        except (ArithmeticError, ValueError, TypeError):
+            return i
+        if not dec.is_finite() or not _NS_MIN <= dec * 1000 <= _NS_MAX:
+            return i
+    return -1
+
+
 def _decimal_ns(v: Any) -> int | None:
     """Exact ns of an int or decimal-text microsecond value (sub-ns digits round half up)."""
     if v is None:

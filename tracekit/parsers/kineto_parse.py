@@ -23,6 +23,7 @@ import msgspec
 import pyarrow as pa
 
 from tracekit.errors import BadInputError
+from tracekit.limits import TOO_DEEP
 from tracekit.parsers import kineto_read as R
 from tracekit.parsers.kineto_decode import DECODER, EXACT_DECODER, InexactTime
 from tracekit.parsers.kineto_fast import native_piece
@@ -111,12 +112,18 @@ def decode_buffer(doc: bytes, start: int, path: Path) -> Piece:
         pass  # unusual arg types or huge float timestamps: the exact, lenient decoder
     except BadEvent as exc:
         raise BadInputError(str(exc), path) from None
+    except RecursionError:
+        raise BadInputError(f"{TOO_DEEP} in traceEvents (from event {start} on)",
+                            path) from None
     try:
         return decode_piece(EXACT_DECODER.decode(doc), start)
     except msgspec.ValidationError as exc:
         raise BadInputError(_validation_message(exc, start), path) from None
     except (BadEvent, InexactTime) as exc:
         raise BadInputError(str(exc), path) from None
+    except RecursionError:  # pragma: no cover - the first decoder recursed as deep
+        raise BadInputError(f"{TOO_DEEP} in traceEvents (from event {start} on)",
+                            path) from None
 
 
 def _fast(path: Path, jobs: int) -> RawTrace:
@@ -158,10 +165,13 @@ def _meta(doc: bytes) -> dict[str, Any]:
         # dominate a small file's header); anything it refuses goes to json below
         try:
             value = msgspec.json.decode(doc)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             value = None
     if value is None:
-        value = json.loads(doc, object_pairs_hook=pairs)
+        try:
+            value = json.loads(doc, object_pairs_hook=pairs)
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError("not an object")
     return value
@@ -183,6 +193,8 @@ def _safe(path: Path) -> RawTrace:
         doc = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise BadInputError(_json_message(exc, data), path) from None
+    except RecursionError:
+        raise BadInputError(TOO_DEEP, path) from None
     if isinstance(doc, list):
         raise BadInputError(
             "a bare JSON array is not a Kineto trace; this looks like an Ascend trace_view.json:"

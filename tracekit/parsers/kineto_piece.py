@@ -32,6 +32,7 @@ from tracekit.parsers.kineto_decode import (
     Event,
     NotATime,
     exact_ns,
+    first_out_of_range,
 )
 
 TIMED = ("X", "i")
@@ -125,6 +126,11 @@ def _times(values: Sequence[Any], key: str, start: int) -> pa.Array:
         return exact_ns(values)
     except NotATime as exc:
         raise BadEvent(f"event {start + exc.index}: {key} {exc}") from None
+    except (OverflowError, pa.ArrowInvalid, ArithmeticError):
+        i = max(0, first_out_of_range(values))
+        raise BadEvent(
+            f"event {start + i}: {key} {str(values[i])[:40]} us is out of range (its"
+            " nanoseconds do not fit in 64 bits)") from None
 
 
 def _codes_matching(col: pa.DictionaryArray, pred: Callable[[pa.Array], Any]) -> np.ndarray:

@@ -20,8 +20,9 @@ from pathlib import Path
 import msgspec
 
 from tracekit.errors import BadInputError
+from tracekit.limits import MAX_EVENT
 from tracekit.parsers.kineto_piece import Piece, shift_piece
-from tracekit.parsers.kineto_read import join_arrays
+from tracekit.parsers.kineto_read import CHUNK_BYTES, event_too_large, join_arrays
 
 _SPLIT = "split"  # the piece did not decode: a false boundary (or broken JSON)
 _BAD = "bad"  # the piece is bad input: decode again in the main process for the message
@@ -51,6 +52,7 @@ class PieceDecoder:
         self.pieces: list[Piece] = []
         self.count = 0
         self.pending = b""
+        self.done = 0  # bytes of the pieces decoded so far (about: for messages)
 
     def _take(self, piece: Piece) -> None:
         self.pieces.append(piece)
@@ -66,8 +68,11 @@ class PieceDecoder:
             raise
         except msgspec.DecodeError:
             self.pending = data  # merge with the next piece
+            if len(data) > MAX_EVENT.bytes() + 2 * CHUNK_BYTES:
+                raise event_too_large(self.path, self.done) from None
             return
         self.pending = b""
+        self.done += len(data)
         self._take(piece)
 
     def _resolve(self, buf: bytes, sep: bytes, result: Piece | str) -> None:

@@ -10,17 +10,28 @@ to decoding the whole document.
 from __future__ import annotations
 
 import gzip
-import re
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from tracekit.errors import BadInputError
+from tracekit.limits import (
+    MAX_DECOMPRESSED,
+    MAX_EVENT,
+    MAX_HEAD,
+    MAX_RATIO,
+    MAX_WHOLE,
+    MB,
+    RATIO_AFTER,
+    LimitExceeded,
+    regular_file,
+)
 
 CHUNK_BYTES = 8 << 20  # measured: same speed as 16 MB, lower peak memory
 _GZIP_MAGIC = b"\x1f\x8b"
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENTS_KEY = b'"traceEvents"'
 _WS = b" \t\r\n"
 
 
@@ -29,13 +40,17 @@ class SplitError(Exception):
 
 
 def open_trace(path: Path) -> BinaryIO:
-    """A binary stream of the uncompressed JSON (ISA-L for gzip when installed)."""
+    """A binary stream of the uncompressed JSON (ISA-L for gzip when installed). Only a
+    regular file is opened (a FIFO blocks, a device never ends); a gzip stream is bounded
+    by MAX_DECOMPRESSED and MAX_RATIO (see :class:`BoundedGzip`)."""
+    try:
+        regular_file(path)
+    except BadInputError as exc:
+        if "is a directory" in exc.message:
+            raise BadInputError("is a directory, expected a trace file", path) from None
+        raise
     try:
         raw = path.open("rb")
-    except FileNotFoundError:
-        raise BadInputError("no such file", path) from None
-    except IsADirectoryError:
-        raise BadInputError("is a directory, expected a trace file", path) from None
     except OSError as exc:
         raise BadInputError(f"cannot open: {exc.strerror}", path) from None
     magic = raw.read(2)
@@ -45,9 +60,61 @@ def open_trace(path: Path) -> BinaryIO:
     try:
         from isal import igzip
 
-        return igzip.IGzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        inner: BinaryIO = igzip.IGzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
     except ImportError:  # pragma: no cover - isal is a soft dependency
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        inner = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+    return BoundedGzip(inner, raw, path)  # type: ignore[return-value]
+
+
+class BoundedGzip(io.BufferedIOBase):
+    """A decompressing stream that counts what comes out: past MAX_DECOMPRESSED bytes, or
+    past RATIO_AFTER bytes at more than MAX_RATIO times the compressed bytes read, it raises
+    LimitExceeded (a decompression bomb is stopped before it fills the memory)."""
+
+    def __init__(self, inner: BinaryIO, raw: BinaryIO, path: Path) -> None:
+        self.inner, self.raw, self.path = inner, raw, path
+        self.out = 0
+        self.max_out = MAX_DECOMPRESSED.bytes()
+        self.ratio = MAX_RATIO.value()
+
+    def _count(self, n: int) -> None:
+        self.out += n
+        if self.out > self.max_out:
+            raise LimitExceeded(
+                f"gzip data decompresses to more than {MAX_DECOMPRESSED.says()};"
+                f" {MAX_DECOMPRESSED.hint()}", self.path)
+        if self.out > RATIO_AFTER:
+            packed = max(1, self.raw.tell())
+            if self.out > self.ratio * packed:
+                raise LimitExceeded(
+                    f"gzip data decompresses {self.out / packed:.0f}x (a decompression bomb?"
+                    f" {self.out / MB:.0f} MiB out of {packed / MB:.2f} MiB);"
+                    f" {MAX_RATIO.hint()}", self.path)
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            parts = []
+            while block := self.read(CHUNK_BYTES):
+                parts.append(block)
+            return b"".join(parts)
+        data = self.inner.read(size)
+        self._count(len(data))
+        return data
+
+    def readinto(self, buffer: object) -> int:
+        n = self.inner.readinto(buffer)  # type: ignore[attr-defined]
+        self._count(n or 0)
+        return n  # type: ignore[no-any-return]
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            self.raw.close()
+            super().close()
 
 
 def read_block(stream: BinaryIO, path: Path, size: int | None = None) -> bytes:
@@ -55,6 +122,10 @@ def read_block(stream: BinaryIO, path: Path, size: int | None = None) -> bytes:
     failures into BadInputError."""
     try:
         return stream.read(CHUNK_BYTES if size is None else size)
+    except LimitExceeded:
+        raise
+    except MemoryError:
+        raise BadInputError("out of memory while reading", path) from None
     except EOFError:
         raise BadInputError("truncated gzip file (compressed stream ended early)", path) from None
     except Exception as exc:  # zlib.error, gzip.BadGzipFile, isal's IsalError, OSError...
@@ -62,8 +133,16 @@ def read_block(stream: BinaryIO, path: Path, size: int | None = None) -> bytes:
 
 
 def read_all(path: Path) -> bytes:
+    """The whole (decompressed) document, at most MAX_WHOLE bytes."""
+    limit = MAX_WHOLE.bytes()
     with open_trace(path) as stream:
-        return read_block(stream, path, -1)
+        data = read_block(stream, path, limit + 1)
+    if len(data) > limit:
+        raise LimitExceeded(
+            f"the streaming reader could not follow this trace's structure (a truncated"
+            f" file, or text between events it cannot split), and the whole-document reader"
+            f" holds at most {MAX_WHOLE.says()}; {MAX_WHOLE.hint()}", path)
+    return data
 
 
 @dataclass
@@ -99,12 +178,59 @@ def _strip_comma(buf: bytes) -> bytes:
     return s[1:] if s[:1] == b"," else s
 
 
+def _first_byte(stream: BinaryIO, path: Path, buf: bytearray) -> tuple[bytes, bool]:
+    """The first byte that is not whitespace (read on while there is only whitespace, up to
+    MAX_HEAD), and whether the whole file is in ``buf``."""
+    want = min(CHUNK_BYTES, MB)
+    more = read_block(stream, path, want)
+    buf += more
+    complete = len(more) < want
+    while not complete and not buf.lstrip(_WS):
+        if len(buf) > MAX_HEAD.bytes():
+            raise LimitExceeded(f"more than {MAX_HEAD.says()} of whitespace before the JSON"
+                                f" text; {MAX_HEAD.hint()}", path)
+        more = read_block(stream, path)
+        buf += more
+        complete = len(more) < CHUNK_BYTES
+    return bytes(buf.lstrip(_WS)[:1]), complete
+
+
+def _find_key(buf: bytearray, start: int) -> tuple[int, int]:
+    """(end of the ``"traceEvents" : [`` found from ``start``, or -1; where the next search
+    must begin). Linear: each byte is searched once, a key cut by the end of ``buf`` is
+    searched again when more text came."""
+    n = len(buf)
+    pos = start
+    while True:
+        hit = buf.find(_EVENTS_KEY, pos)
+        if hit < 0:
+            return -1, max(start, n - len(_EVENTS_KEY) + 1)
+        j = hit + len(_EVENTS_KEY)
+        for want in (0x3A, 0x5B):  # ':' then '['
+            while j < n and buf[j] in _WS:
+                j += 1
+            if j >= n:
+                return -1, hit  # cut by the end of the buffer: look again with more text
+            if buf[j] != want:
+                break
+            j += 1
+        else:
+            return j, j
+        pos = hit + 1
+
+
 def find_head(stream: BinaryIO, path: Path) -> tuple[bytes, bytes]:
-    """Read until the ``"traceEvents": [`` key; return (head, rest of the buffer)."""
-    buf = read_block(stream, path, min(CHUNK_BYTES, 1 << 20))
-    first = buf.lstrip(_WS)[:1]
+    """Read until the ``"traceEvents": [`` key; return (head, rest of the buffer). The
+    search is linear and stops after MAX_HEAD bytes; a file whose first byte is not ``{``
+    is decided by that byte when it is larger than the first read."""
+    buf = bytearray()
+    first, complete = _first_byte(stream, path, buf)
     if not first:
         raise BadInputError("empty file", path)
+    if first not in (b"{", b"[") and not complete:
+        raise BadInputError(
+            f"invalid JSON: a Kineto trace is a JSON object, and this file starts with"
+            f" {first!r}", path)
     if first == b"[":
         raise BadInputError(
             "a bare JSON array is not a Kineto trace; this looks like an Ascend trace_view.json:"
@@ -113,10 +239,16 @@ def find_head(stream: BinaryIO, path: Path) -> tuple[bytes, bytes]:
         )
     if first != b"{":
         raise SplitError("not a JSON object")
+    limit = MAX_HEAD.bytes()
+    scan = 0
     while True:
-        m = _EVENTS_KEY.search(buf)
-        if m is not None:
-            return buf[: m.end() - 1], buf[m.end() :]
+        end, scan = _find_key(buf, scan)
+        if end >= 0:
+            return bytes(buf[: end - 1]), bytes(buf[end:])
+        if len(buf) > limit:
+            raise LimitExceeded(
+                f"no traceEvents array in the first {MAX_HEAD.says()}; {MAX_HEAD.hint()}",
+                path)
         more = read_block(stream, path)
         if not more:
             raise SplitError("no traceEvents key")
@@ -139,6 +271,8 @@ def iter_pieces(
     separators and the arrays' insides gives back the original text exactly."""
     buf = bytearray(rest)
     scan_from = 0
+    limit = MAX_EVENT.bytes() + CHUNK_BYTES
+    done = 0  # bytes of the array already yielded
     while True:
         more = read_block(stream, path)
         if not more:
@@ -148,8 +282,11 @@ def iter_pieces(
             continue
         cut = _last_boundary(buf, scan_from)
         if cut < 0:
+            if len(buf) > limit:
+                raise event_too_large(path, done)
             scan_from = max(0, len(buf) - 1)
             continue
+        done += cut + 1
         start = _events_start(buf)
         if start <= cut:
             with memoryview(buf) as view:
@@ -158,6 +295,13 @@ def iter_pieces(
         del buf[: cut + 1]
         scan_from = 0
     layout.final = bytes(buf)
+
+
+def event_too_large(path: Path, offset: int) -> LimitExceeded:
+    """The error of an event (or the text between two events) longer than MAX_EVENT."""
+    return LimitExceeded(
+        f"an event of traceEvents (or the text between two events) is longer than"
+        f" {MAX_EVENT.says()}, after byte {offset} of the array; {MAX_EVENT.hint()}", path)
 
 
 def join_arrays(first: bytes, sep: bytes, second: bytes) -> bytes:

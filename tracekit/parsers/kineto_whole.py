@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.errors import BadInputError
+from tracekit.limits import MAX_EVENT, LimitExceeded
 from tracekit.parsers import kineto_accum_c as A
 from tracekit.parsers import kineto_read as R
 from tracekit.parsers.kineto_accum import Accumulator, Fed
@@ -155,7 +156,7 @@ def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> Any:
                 head, rest = R.find_head(stream, path)
             except R.SplitError:
                 return None
-            final = _blocks(acc, side, stream, rest, _offset(stream, head, rest))
+            final = _blocks(acc, side, stream, rest, _offset(stream, head, rest), path)
         meta = _finish(acc, side, head, final, meta_of)
         comm = _merge_comm(comm_rows(acc), side.comm)
         acc.done()
@@ -163,6 +164,8 @@ def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> Any:
         if not info["rows"]:
             return None  # no timed event: the piece path words the error
         table, name = timed_table(acc)
+    except LimitExceeded:
+        raise
     except (_GiveUp, BadInputError, MemoryError):
         return None
     return RawTrace(table, comm, shape_ops(table, name, side.shapes), side.threads,
@@ -185,8 +188,8 @@ class _Ring:
     block k + 1 into the next buffer and decodes the flags of block k - 1 from the third
     (reused, so that reading costs no fresh pages)."""
 
-    def __init__(self, lib: Any, rest: bytes) -> None:
-        self.lib = lib
+    def __init__(self, lib: Any, rest: bytes, path: Path) -> None:
+        self.lib, self.path, self.done = lib, path, 0
         self.bufs = [np.empty(2 * R.CHUNK_BYTES, dtype=np.uint8) for _ in range(3)]
         self.k = 0
         self.carry = np.frombuffer(rest, dtype=np.uint8)
@@ -202,12 +205,17 @@ class _Ring:
         buf[:c] = self.carry
         try:
             got = stream.readinto(buf.data[c : c + block])  # type: ignore[attr-defined]
+        except LimitExceeded:
+            raise
         except Exception:  # corrupt gzip and friends: the piece path words the error
             raise _GiveUp from None
         if not got:
             return None
         have = c + got
         cut = int(self.lib.tk_boundary(buf.ctypes.data, have))
+        if not cut and have > MAX_EVENT.bytes():
+            raise R.event_too_large(self.path, self.done)
+        self.done += cut
         self.carry = buf[cut:have].copy()
         self.k += 1
         return buf, have, cut
@@ -223,8 +231,8 @@ class _Windows:
     truncates while it is read would fault on the lost pages: trace files are read once the
     profiler has written them (``tracekit capture`` analyses after the run)."""
 
-    def __init__(self, lib: Any, stream: BinaryIO, start: int) -> None:
-        self.lib = lib
+    def __init__(self, lib: Any, stream: BinaryIO, start: int, path: Path) -> None:
+        self.lib, self.path, self.start = lib, path, start
         self.fd = stream.fileno()
         self.size = os.fstat(self.fd).st_size
         self.pos = self.hi = start  # first byte not yet fed; end of the bytes mapped so far
@@ -242,26 +250,31 @@ class _Windows:
         buf = np.frombuffer(window, dtype=np.uint8)[self.pos - base :]
         have = self.hi - self.pos
         cut = int(self.lib.tk_boundary(buf.ctypes.data, have))
+        if not cut and have > MAX_EVENT.bytes():
+            del buf
+            window.close()
+            raise R.event_too_large(self.path, self.pos - self.start)
         self.pos += cut
         self.carry = buf[cut:have]
         return buf, have, cut
 
 
-def _reader(lib: Any, stream: BinaryIO, rest: bytes, start: int | None) -> _Ring | _Windows:
+def _reader(lib: Any, stream: BinaryIO, rest: bytes, start: int | None,
+            path: Path) -> _Ring | _Windows:
     """Windows of the map for a plain file whose events start at byte ``start``, else the
     ring of reads."""
     if start is not None and isinstance(stream, io.BufferedReader):
         with contextlib.suppress(OSError, io.UnsupportedOperation):
-            return _Windows(lib, stream, start)
-    return _Ring(lib, rest)
+            return _Windows(lib, stream, start, path)
+    return _Ring(lib, rest, path)
 
 
 def _blocks(acc: Accumulator, side: _Side, stream: BinaryIO, rest: bytes,
-            start: int | None = None) -> bytes:
+            start: int | None, path: Path) -> bytes:
     """Feed every block of complete events (in a worker thread, one block ahead); return
     the text after the last complete block. ``start``: the file offset of ``rest`` in a
     plain file (the blocks are then read from a map of the file)."""
-    ring = _reader(acc.lib, stream, rest, start)
+    ring = _reader(acc.lib, stream, rest, start, path)
     first = ring.fill(stream)
     if first is None:
         return ring.carry.tobytes()

@@ -142,11 +142,14 @@ def render(analysis: Analysis, **_options: Any) -> str:
 
 def read(path: str | Path) -> dict[str, Any]:
     """Load a JSON report written by ``render`` (BadInputError when it is not one)."""
+    from tracekit.limits import read_options_file
+
     p = Path(path)
+    text = read_options_file(p, "JSON report", yaml=False)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"cannot read a JSON report: {exc}", p) from exc
+        data = json.loads(text)
+    except (RecursionError, json.JSONDecodeError) as exc:
+        raise BadInputError(f"cannot read a JSON report: {exc}", p) from None
     if not is_report(data):
         raise BadInputError(f"not a {REPORT_FORMAT} JSON file", p)
     if data["report_version"] > REPORT_VERSION:

@@ -19,6 +19,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present:
 def _parse(text: str, source: str) -> RuleSet:
     try:
         data = yaml.load(text, Loader=_LOADER)  # a safe loader (C or Python)
+    except RecursionError:
+        raise ConfigError("not valid YAML: nested too deeply", source) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -46,10 +48,9 @@ def packaged_rules() -> RuleSet:
 
 
 def load_file(path: Path) -> RuleSet:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read rules file ({exc.strerror})", path) from None
+    from tracekit.limits import read_options_file
+
+    text = read_options_file(Path(path), "rules file", yaml=True, error=ConfigError)
     return _parse(text, str(path))
 
 
