@@ -505,7 +505,18 @@ def _db(sql: str, kineto_free: bool = True) -> Callable[[Path], Path]:
     return br
 
 
+def _fifo_at(rel: str) -> Callable[[Path], Path]:
+    def br(r: Path) -> Path:
+        p = r / rel
+        p.unlink()
+        os.mkfifo(p)
+        return p
+    return br
+
+
 ASCEND: list[Case] = [
+    Case("ascend-text", "communication_fifo", _ascend(_fifo_at(f"{OUT}/communication.json")),
+         "not a regular file", wall_s=20),
     Case("ascend-text", "trace_view_deep",
          _ascend(_replace_json(f"{OUT}/trace_view.json", _deep())), "not an Ascend trace_view"),
     Case("ascend-text", "communication_deep",
@@ -578,10 +589,9 @@ def _mkfifo(p: Path) -> Path:
 
 
 # values the schema lets be null: read as null (unreadable), the run is analysed (rc 0);
-# tests/parsers/test_hostile_corpus.py checks that they are null. A FIFO where an Ascend
-# export has trace_view.json is never opened (the export's other files are read).
+# tests/parsers/test_hostile_corpus.py checks that they are null.
 NULL_OK = {"pid_2_pow_70", "pg_ranks_beyond_int32", "base_time_text", "comm_nelems_2_pow_70",
            "comm_group_size_1e400", "external_id_2_pow_70", "db_dangling_string_id",
-           "db_string_id_text", "trace_view_fifo"}
+           "db_string_id_text"}
 CASES: list[Case] = [replace(c, rc=0) if c.name in NULL_OK else c
                      for c in KINETO + GZIP + OPTIONS + ASCEND]

@@ -60,18 +60,18 @@ def read_rank(rank_dir: Path) -> RankData:
     dbs = sorted(out.glob(DB_GLOB))
     if dbs:
         data = _from_db(rank_dir, dbs[0], meta)
-    elif (out / TRACE_VIEW).is_file():
+    elif (out / TRACE_VIEW).exists():
         tv = read_trace_view(out / TRACE_VIEW)
         data = RankData(meta.rank, rank_dir, out / TRACE_VIEW, tv.columns, meta, tv.device)
-    elif (out / KERNEL_DETAILS).is_file():
+    elif (out / KERNEL_DETAILS).exists():
         data = _from_kernel_details(rank_dir, meta)
     else:
         raise BadInputError(
             f"no {TRACE_VIEW}, {KERNEL_DETAILS} or ascend_pytorch_profiler_*.db in {OUTPUT}",
             rank_dir)
-    if data.comm_ops is None and (out / COMMUNICATION).is_file():
+    if data.comm_ops is None and (out / COMMUNICATION).exists():
         data.comm_ops, data.comm_bw = read_communication(out / COMMUNICATION, _rank_or(data))
-    if (out / MATRIX).is_file():
+    if (out / MATRIX).exists():
         data.comm_matrix = read_matrix(out / MATRIX, _rank_or(data))
     return data
 
@@ -89,7 +89,7 @@ def _from_db(rank_dir: Path, db: Path, meta: RankMeta) -> RankData:
                     model=d.model, host=d.host)
     analysis = db.parent / ANALYSIS_DB
     comm = read_analysis_db(analysis, rank if rank is not None else -1) if (
-        analysis.is_file()) else None
+        analysis.exists()) else None
     if comm is not None:
         data.comm_ops, data.comm_bw, data.comm_matrix = comm
     return data
@@ -101,7 +101,7 @@ def _from_kernel_details(rank_dir: Path, meta: RankMeta) -> RankData:
     out = rank_dir / OUTPUT
     cols = read_kernel_details(out / KERNEL_DETAILS)
     data = RankData(meta.rank, rank_dir, out / KERNEL_DETAILS, cols, meta)
-    if not (out / COMMUNICATION).is_file():
+    if not (out / COMMUNICATION).exists():
         return data
     ops, bw = read_communication(out / COMMUNICATION, _rank_or(data))
     data.comm_ops, data.comm_bw = ops, bw
