@@ -46,8 +46,9 @@ def _column(section: views.Section, col: str, values: pd.Series,
     head = section.header(col)
     if col.endswith("_ns") and pd.api.types.is_numeric_dtype(values):
         ms = values.astype(float)
-        if col in ABSOLUTE_TIME_COLUMNS:
-            ms, head = ms - t0, f"{head} since trace start"
+        if col in ABSOLUTE_TIME_COLUMNS:  # subtract as integers: ns since 1970 overflow floats
+            ms = (values.astype("Int64") - t0).astype(float)
+            head = f"{head} since trace start"
         return f"{head} (ms)", ms / pf.MS, NumberFormatter(format="0,0.000", nan_format="-")
     if col in (s.MSG_BYTES, s.IN_BYTES, s.OUT_BYTES, s.SEND_BYTES, s.RECV_BYTES) and \
             pd.api.types.is_numeric_dtype(values):

@@ -157,6 +157,7 @@ def waterfall(analysis: Analysis) -> pd.DataFrame:
     })
     phase_start = (ends - flat).reshape(-1, len(parts))[:, 0]
     bound_row = per[s.BOUND_NS].astype(float).to_numpy() / pf.MS
+    bound_row = np.where((comm.to_numpy() > 0) & (bound_row > 0), bound_row, np.nan)
     bound_at = phase_start + lengths[:, 0] + lengths[:, 1] + bound_row  # comm start + bound
     bound = np.repeat(bound_row, len(parts))
     out[BOUND_MS] = np.repeat(bound_at, len(parts))
