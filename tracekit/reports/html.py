@@ -120,7 +120,8 @@ def _efficiency_panel(analysis: Analysis, t0: int) -> Panel | None:
         return _table_panel("efficiency", "Efficiency against message size", section, t0,
                             html=f"<p>{parts.esc(why)}</p>")
     note = (f"{with_eff:,} of {rows:,} collective rows have an efficiency, shown as "
-            f"{len(groups):,} markers: one per communicator, op, path and message size "
+            f"{len(groups):,} marker{'s' if len(groups) != 1 else ''}: one per communicator, "
+            "op, path and message size "
             "(median; the whisker spans min to max; hover for the count). The dashed line at "
             "1.0 is the bound.")
     return _table_panel("efficiency", "Efficiency against message size", section, t0,

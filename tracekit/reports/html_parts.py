@@ -68,8 +68,8 @@ def legend(efficiency: bool = True) -> str:
            "slower. The bandwidth plot shows the achieved S / time next to the bandwidth the "
            "bound allows at the same sizes.</p></div>") if efficiency else ""
     return (f"<div class=\"legend\"><div><h3>Parts of a phase's time</h3><ul>{items}</ul>"
-            "<p>exposed communication is not hidden by compute on the same device; "
-            f"overlapped communication is</p></div>{eff}</div>")
+            "<p>exposed: communication not hidden by compute on the same device; "
+            f"overlapped: hidden by it</p></div>{eff}</div>")
 
 
 def note(text: str) -> str:
