@@ -41,7 +41,7 @@ source.change.emit();
 def _column(section: views.Section, col: str, values: pd.Series,
             t0: int) -> tuple[str, pd.Series, Any]:
     """(heading, display values, bokeh formatter) of one column."""
-    from bokeh.models import NumberFormatter, StringFormatter
+    from bokeh.models.widgets.tables import NumberFormatter, StringFormatter
 
     head = section.header(col)
     if col.endswith("_ns") and pd.api.types.is_numeric_dtype(values):
@@ -65,15 +65,9 @@ def data_table(section: views.Section, key: str, t0: int = 0) -> Any:
     """A filter box above a sortable DataTable: ``tracekit_<key>_table`` (layout), ``_grid``
     (the DataTable) and ``_filter`` (the box)."""
     from bokeh.layouts import column
-    from bokeh.models import (
-        CDSView,
-        ColumnDataSource,
-        CustomJS,
-        DataTable,
-        IndexFilter,
-        TableColumn,
-        TextInput,
-    )
+    from bokeh.models import CDSView, ColumnDataSource, CustomJS, IndexFilter
+    from bokeh.models.widgets.inputs import TextInput
+    from bokeh.models.widgets.tables import DataTable, TableColumn
 
     frame = section.frame[list(section.columns)].reset_index(drop=True)
     data: dict[str, Any] = {}
@@ -89,7 +83,7 @@ def data_table(section: views.Section, key: str, t0: int = 0) -> Any:
         width = 280 if col in views.FREE_TEXT_COLUMNS else 110
         columns.append(TableColumn(field=field, title=head, formatter=formatter, width=width))
     source = ColumnDataSource(data)
-    view = CDSView(filter=IndexFilter(list(range(len(frame)))))
+    view = CDSView(filter=IndexFilter(indices=list(range(len(frame)))))
     height = min(MAX_HEIGHT, ROW_PX * (len(frame) + 1) + 8)
     table = DataTable(source=source, view=view, columns=columns, sortable=True,
                       reorderable=False, index_position=None, height=height, width=1150,

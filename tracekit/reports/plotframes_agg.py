@@ -82,13 +82,15 @@ def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
     edges = np.linspace(0.0, float(end.max()) or 1.0, bins + 1)
     width = edges[1] - edges[0]
     ranks = df[s.RANK].to_numpy()
-    classes = [c for c in s.KernelClass.ALL if c in set(df[s.KERNEL_CLASS])]
+    kind = df[s.KERNEL_CLASS].to_numpy(dtype=object)
+    classes = [c for c in s.KernelClass.ALL if c in set(kind)]
+    by_class = {c: kind == c for c in classes}
     rows = []
     for rank in np.unique(ranks):
         on_rank = ranks == rank
         shares = []
         for cls in classes:
-            m = on_rank & (df[s.KERNEL_CLASS].to_numpy() == cls)
+            m = on_rank & by_class[cls]
             busy = np.diff(_busy_before(start[m], end[m], edges)) if m.any() else np.zeros(bins)
             shares.append(busy / width)
         stack = np.vstack(shares)
