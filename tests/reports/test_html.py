@@ -13,8 +13,8 @@ from tracekit.reports import plotframes
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
-FULL_PANELS = ("summary", "legend", "timeline", "phases", "efficiency", "a2a", "findings",
-               "paths")
+FULL_PANELS = ("summary", "legend", "timeline", "waterfall", "phases", "efficiency", "a2a",
+               "findings", "paths")
 
 
 def _panel_ids(html: str) -> list[str]:
@@ -86,9 +86,10 @@ def test_sixty_four_ranks_stay_under_20_mb_and_say_they_were_cut(make_analysis):
     big = make_analysis(n_ranks=64, layers=61, steps=2)
     assert big.measured.num_rows > plotframes.TIMELINE_MAX
     html = reports.render("html", big)
-    # WHEN rendered THEN under 20 MB, and the timeline says how many kernels it kept
+    # WHEN rendered THEN under 20 MB, and the timeline says it switched to binned occupancy
     assert len(html.encode()) < 20_000_000
-    assert f"longest of {big.measured.num_rows:,} kernels" in html
+    assert f"({big.measured.num_rows:,} of them communication)" in html
+    assert "Device busy time per rank and kernel class" in html
 
 
 def test_timeline_downsampling_keeps_an_equal_share_of_the_longest_per_rank(make_analysis):
@@ -109,3 +110,111 @@ def test_panel_keys_are_identifiers(analysis):
     # GIVEN extra tables named by another stage WHEN panels are built THEN keys stay safe ids
     for p in html_report.panels(analysis):
         assert re.fullmatch(html_report._PANEL_RE.strip("^$"), p.key)
+
+
+def test_occupancy_keeps_every_kernels_busy_time(analysis):
+    # GIVEN the fixture's device kernels (no two of one class overlap on a rank)
+    from tracekit.reports import frames
+    from tracekit.reports import plotframes_agg as agg
+
+    occ = agg.occupancy(analysis, bins=50)
+    ev = frames.to_frame(analysis.run.events, [s.RANK, s.KIND, s.KERNEL_CLASS, s.DUR_NS])
+    ev = ev[ev[s.KIND] == s.Kind.KERNEL]
+    want = ev.groupby([s.RANK, s.KERNEL_CLASS])[s.DUR_NS].sum() / 1e6
+    # WHEN the binned shares are summed back (share = height / 0.8, times the bin width)
+    f = occ.frame
+    got = ((f[plotframes.Y1] - f[plotframes.Y0]) / 0.8 * (f[plotframes.X1] - f[plotframes.X0]))
+    got = got.groupby([f[s.RANK], f[s.KERNEL_CLASS]]).sum()
+    # THEN each rank's busy time per class is what its kernels add up to
+    assert occ.kernels == len(ev)
+    for key, ms in want.items():
+        assert abs(got[key] - ms) < 1e-6 * max(1.0, ms), key
+
+
+def test_waterfall_lays_each_layers_phases_end_to_end(analysis):
+    # GIVEN the fixture's PHASES per layer WHEN the waterfall frame is built
+    from tracekit.reports import frames
+    from tracekit.reports import plotframes_agg as agg
+
+    wf = agg.waterfall(analysis)
+    ph = frames.to_frame(analysis.phases)
+    ph = ph[ph[s.RANK].notna() & ph[s.LAYER].notna()]
+    per_rank = (ph[s.COMPUTE_NS] + ph[s.FUSED_NS] + ph[s.COMM_NS]).groupby(ph[s.LAYER]).sum()
+    n = analysis.run.rank_info.num_rows
+    # THEN each layer ends at its mean per-rank time, segments touch, and every bound tick
+    # sits inside the phase it bounds (after the phase's compute)
+    for layer, total_ns in per_rank.items():
+        rows = wf[wf[s.LAYER] == layer]
+        assert abs(rows[agg.END_MS].max() - total_ns / n / 1e6) < 1e-6
+        assert (rows[agg.START_MS].to_numpy()[1:] - rows[agg.END_MS].to_numpy()[:-1]).max() < 1e-9
+    b = agg.waterfall_bounds(wf)
+    assert len(b) == 3 * 3  # 3 layers x (attention reduce, dispatch, combine)
+    assert b[agg.BOUND_MS].notna().all()
+
+
+def test_efficiency_groups_count_every_collective(analysis):
+    # GIVEN 8 ranks x 3 layers x 3 collectives + 1 all-gather, each with an efficiency
+    from tracekit.reports import plotframes_agg as agg
+
+    g = agg.efficiency_groups(analysis)
+    # THEN the markers' counts add up to every MEASURED row and no marker is outside its range
+    assert int(g[agg.N].sum()) == analysis.measured.num_rows
+    assert (g[agg.EFF_MIN] <= g[agg.EFF_MED]).all() and (g[agg.EFF_MED] <= g[agg.EFF_MAX]).all()
+
+
+def test_no_efficiency_says_why(make_analysis):
+    # GIVEN a run whose collectives carry no message size (DeepEP kernels outside c10d)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    a = make_analysis()
+    m = a.measured
+    for col in (s.MSG_BYTES, s.BOUND_NS, s.EFFICIENCY):
+        i = m.column_names.index(col)
+        m = m.set_column(i, col, pa.nulls(m.num_rows, m.schema.field(col).type))
+    a.measured = m
+    html = reports.render("html", a)
+    # THEN the efficiency panel is there and explains the missing sizes with counts
+    assert "panel-efficiency" in html
+    assert f"{m.num_rows:,} of {m.num_rows:,} collective rows carry no message size" in html
+    assert pc.sum(pc.is_null(m.column(s.EFFICIENCY))).as_py() == m.num_rows
+
+
+def test_coverage_slot_plugs_in_when_the_table_is_there(make_analysis):
+    # GIVEN a COVERAGE result table (as the coverage stage adds it) WHEN rendered
+    import pyarrow as pa
+
+    a = make_analysis()
+    assert html_report.coverage_panel(a) is None
+    a.tables["coverage"] = pa.table({"what": ["kernels attributed", SCRIPT], "share": [0.9, 1.0]})
+    ids = _panel_ids(reports.render("html", a))
+    # THEN it is the panel right after the summary, and not repeated as a raw table
+    assert ids[:2] == ["summary", "coverage"]
+    assert not any(i.startswith("table-") and "coverage" in i for i in ids)
+
+
+def test_tables_show_times_since_the_trace_start(make_analysis):
+    # GIVEN a result table with absolute timestamps (ns since the epoch)
+    import pyarrow as pa
+
+    from tracekit.reports import html_tables, views
+
+    a = make_analysis()
+    t0 = plotframes.trace_start_ns(a)
+    df = pa.table({s.TS_NS: [t0 + 1_500_000], s.DUR_NS: [2_000]}).to_pandas()
+    layout = html_tables.data_table(views.Section("x", "x", df, tuple(df.columns)), "x", t0)
+    grid = layout.children[1]
+    # THEN the cell is 1.5 ms since the start and the heading says so
+    assert list(grid.source.data["c0"]) == [1.5]
+    assert grid.columns[0].title.endswith("since trace start (ms)")
+    assert grid.sortable
+
+
+def test_a2a_heatmap_has_integer_rank_ticks(analysis):
+    # GIVEN the all-to-all panel WHEN its heatmap axes are read
+    from bokeh.models import FixedTicker
+
+    plot = next(p.plot for p in html_report.panels(analysis) if p.key == "a2a")
+    tickers = [t for t in plot.select({"type": FixedTicker})]
+    # THEN the rank axes tick at whole ranks 0..7
+    assert any(list(t.ticks) == list(range(8)) for t in tickers)

@@ -1,14 +1,17 @@
 """The HTML report: one self-contained file (bokeh resources inline, no network) for people.
 
-Panels, in order: summary cards, colour legend, per-rank timeline of communication kernels
-(coloured by communicator and path; hover: op, bytes, group, path, efficiency, wait), stacked
-time per phase, efficiency against message size with the bound per group, the all-to-all
-matrix C[i][j] with its imbalance, findings, then the tables of the text report. Each panel is a
-``<section id="panel-KEY">``; plots are bokeh roots named ``tracekit_KEY``.
+Panels, in order: summary cards, coverage (when the results carry a COVERAGE table), colour
+legend, timeline (each communication kernel per rank up to a budget; past it, each rank's busy
+share per kernel class in time bins), per-layer waterfall of the phases with the bound marked,
+time per phase, efficiency against message size with the bound drawn (or why there is none),
+the all-to-all matrix C[i][j], findings, then the other result tables. Each panel is a
+``<section id="panel-KEY">``; its plot is the bokeh root ``tracekit_KEY``, its table
+``tracekit_KEY_table`` (sortable, with a filter box).
 
-The plot data comes from ``plotframes`` (pure, with the downsampling that keeps a 64-rank
-report small); plots from ``html_plots``; escaped fragments from ``html_parts``. The page
-template is built from fixed panel keys only; trace strings enter as escaped template values.
+Plot data comes from ``plotframes`` / ``plotframes_agg`` (pure); plots from ``html_plots``;
+tables from ``html_tables``; escaped fragments from ``html_parts``. The page template is built
+from fixed panel keys only; trace strings enter as escaped template values or as data that
+bokeh inserts as text.
 """
 
 from __future__ import annotations
@@ -16,13 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from tracekit.api import Analysis
 from tracekit.reports import frames, views
 from tracekit.reports import html_parts as parts
 from tracekit.reports import plotframes as pf
+from tracekit.reports import plotframes_agg as agg
 
 TITLE = "tracekit report"
-HTML_TABLE_ROWS = 100  # rows of an extra table shown (all rows are in the JSON report)
+HTML_TABLE_ROWS = 2000  # rows of an extra table put in the page (all rows are in the JSON)
+COVERAGE_TABLE = "coverage"  # the COVERAGE result table, when the analysis carries one
 _PANEL_RE = "^[a-z0-9_-]+$"
 
 
@@ -32,35 +39,122 @@ class Panel:
     title: str  # plain text (escaped when the page is built)
     html: str  # escaped fragment
     plot: Any = None  # bokeh model named ``tracekit_<key>``, or None
+    table: Any = None  # bokeh layout named ``tracekit_<key>_table`` holder, or None
+
+    @property
+    def roots(self) -> list[Any]:
+        return [m for m in (self.plot, self.table) if m is not None]
 
 
-def _plot_panels(analysis: Analysis, timeline_max: int) -> list[Panel]:
+def _table_panel(key: str, title: str, section: views.Section, t0: int, html: str = "",
+                 plot: Any = None) -> Panel:
+    from tracekit.reports import html_tables
+
+    note = parts.note(section.note) if section.note else ""
+    return Panel(key, title, html + note, plot,
+                 html_tables.data_table(section, key, t0) if len(section.frame) else None)
+
+
+def coverage_panel(analysis: Analysis, t0: int = 0) -> Panel | None:
+    """The coverage block: the COVERAGE result table when the analysis has one, else None.
+
+    COVERAGE is written by the coverage stage (how much of the trace was read, attributed
+    and bounded); this panel only shows it, sortable, under the summary.
+    """
+    table = analysis.tables.get(COVERAGE_TABLE)
+    if table is None:
+        table = getattr(analysis, COVERAGE_TABLE, None)
+    if not isinstance(table, pa.Table) or not frames.has_rows(table):
+        return None
+    df = frames.to_frame(table)
+    section = views.Section("coverage", "Coverage", df, tuple(df.columns), headers={})
+    return _table_panel("coverage", "Coverage: what the figures rest on", section, t0)
+
+
+def _timeline_panel(analysis: Analysis, ranks: list[int], budget: int) -> Panel | None:
+    """Each communication kernel up to ``budget``; past it, the binned busy share per class."""
+    from tracekit.reports import html_plots as plots
+
+    tl = pf.timeline(analysis, budget)
+    if tl.total and tl.total <= budget:
+        return Panel("timeline", "Communication kernels per rank",
+                     parts.legend_keys(tl.frame) +
+                     parts.note(f"{tl.total:,} kernels, each drawn; hover one for its "
+                                "details; wheel to zoom, drag to pan"),
+                     plots.timeline(tl, ranks))
+    occ = agg.occupancy(analysis)
+    if len(occ.frame):
+        return Panel("timeline", "Device busy time per rank and kernel class",
+                     parts.legend_pairs(agg.CLASS_COLORS, set(occ.frame[agg.s.KERNEL_CLASS])) +
+                     parts.note(f"{occ.kernels:,} device kernels ({tl.total:,} of them "
+                                f"communication) are more than the {budget:,} drawn one by "
+                                f"one: each bar is a {occ.bin_ms * 1e3:,.0f} µs bin, its "
+                                "stacked heights the share of the bin each kernel class kept "
+                                "the device busy; zoom in with the wheel"),
+                     plots.occupancy(occ, ranks))
+    if tl.total:
+        return Panel("timeline", "Communication kernels per rank",
+                     parts.legend_keys(tl.frame) +
+                     parts.note(f"the {tl.shown:,} longest of {tl.total:,} kernels "
+                                "(an equal share per rank)"), plots.timeline(tl, ranks))
+    return None
+
+
+def _efficiency_panel(analysis: Analysis, t0: int) -> Panel | None:
+    from tracekit.reports import html_plots as plots
+
+    if not frames.has_rows(analysis.measured):
+        return None
+    cover = agg.bound_coverage(analysis)
+    rows, with_eff = int(cover[agg.s.COUNT].sum()), int(cover[agg.WITH_EFF].sum())
+    section = views.Section("bound-coverage", "", cover, tuple(cover.columns), headers={
+        agg.WITH_SIZE: "with message size", agg.WITH_BOUND: "with bound",
+        agg.WITH_EFF: "with efficiency"})
+    groups = agg.efficiency_groups(analysis)
+    if not len(groups):
+        why = ("No collective of this run has an efficiency: "
+               f"{rows - int(cover[agg.WITH_SIZE].sum()):,} of {rows:,} collective rows carry "
+               "no message size in the trace (kernels launched outside c10d, such as "
+               "DeepEP's, and CUDA-graph replays record none), and without a size there is "
+               "no alpha-beta bound. The table says, per path, what is known.")
+        return _table_panel("efficiency", "Efficiency against message size", section, t0,
+                            html=f"<p>{parts.esc(why)}</p>")
+    note = (f"{with_eff:,} of {rows:,} collective rows have an efficiency, shown as "
+            f"{len(groups):,} marker{'s' if len(groups) != 1 else ''}: one per communicator, "
+            "op, path and message size "
+            "(median; the whisker spans min to max; hover for the count). The dashed line at "
+            "1.0 is the bound.")
+    return _table_panel("efficiency", "Efficiency against message size", section, t0,
+                        html=parts.note(note), plot=plots.efficiency(groups))
+
+
+def _plot_panels(analysis: Analysis, budget: int, t0: int) -> list[Panel]:
     from tracekit.reports import html_plots as plots
 
     out: list[Panel] = []
-    n_ranks = max(1, len(frames.ranks(analysis)))
-    tl = pf.timeline(analysis, timeline_max)
-    pts = pf.efficiency_points(analysis)
+    ranks = frames.ranks(analysis)
     out.append(Panel("legend", "What the colours mean",
-                     parts.legend(tl.frame, efficiency=bool(len(pts.frame)))))
-    if len(tl.frame):
-        note = (f"{tl.shown:,} kernels" if tl.shown == tl.total else
-                f"the {tl.shown:,} longest of {tl.total:,} kernels (an equal share per rank)")
-        out.append(Panel("timeline", "Communication kernels per rank",
-                         parts.note(note + "; hover a kernel for its details"),
-                         plots.timeline(tl, n_ranks)))
+                     parts.legend(efficiency=frames.has_rows(analysis.measured))))
+    timeline = _timeline_panel(analysis, ranks, budget)
+    if timeline is not None:
+        out.append(timeline)
+    wf = agg.waterfall(analysis)
+    if len(wf):
+        out.append(Panel("waterfall", "Per layer: phases end to end, with the bound",
+                         parts.note("time per rank (mean over ranks) of each phase of each "
+                                    "layer, laid end to end; the black tick is where the "
+                                    "phase's communication would end at its alpha-beta bound"),
+                         plots.waterfall(wf, agg.waterfall_bounds(wf))))
     phase_parts = pf.phase_parts(analysis)
     if len(phase_parts):
         table = next((sec for sec in views.sections(analysis) if sec.key == "phases"), None)
-        out.append(Panel("phases", "Time per phase: compute, fused, overlapped and exposed "
-                         "communication", parts.table(table) if table else "",
-                         plots.phase_bars(phase_parts)))
-    if len(pts.frame):
-        note = ("" if pts.shown == pts.total else
-                f"a regular sample of {pts.shown:,} of {pts.total:,} collectives; ")
-        out.append(Panel("efficiency", "Efficiency against message size",
-                         parts.note(note + "one point per collective and rank"),
-                         plots.efficiency(pts.frame, pf.bound_curves(pts.frame))))
+        bars = plots.phase_bars(phase_parts)
+        out.append(_table_panel("phases", "Time per phase: compute, fused, overlapped and "
+                                "exposed communication", table, t0, plot=bars)
+                   if table else Panel("phases", "Time per phase", "", bars))
+    panel = _efficiency_panel(analysis, t0)
+    if panel is not None:
+        out.append(panel)
     a2a = pf.a2a(analysis)
     if a2a is not None:
         out.append(Panel("a2a", "All-to-all traffic C[i][j] and imbalance",
@@ -69,25 +163,29 @@ def _plot_panels(analysis: Analysis, timeline_max: int) -> list[Panel]:
 
 
 def panels(analysis: Analysis, timeline_max: int = pf.TIMELINE_MAX) -> list[Panel]:
+    t0 = pf.trace_start_ns(analysis)
     out = [Panel("summary", "Summary", parts.cards(views.summary(analysis)))]
-    out += _plot_panels(analysis, timeline_max)
+    coverage = coverage_panel(analysis, t0)
+    if coverage is not None:
+        out.append(coverage)
+    out += _plot_panels(analysis, timeline_max, t0)
     sections = views.sections(analysis, extra_rows=HTML_TABLE_ROWS)
     found = next((sec for sec in sections if sec.key == "findings"), None)
     if analysis.findings is not None:
-        out.append(Panel("findings", "Findings",
-                         parts.table(found) if found else "<p>No findings.</p>"))
+        out.append(_table_panel("findings", "Findings", found, t0) if found else
+                   Panel("findings", "Findings", "<p>No findings.</p>"))
     for index, sec in enumerate(sections):
-        if sec.key in ("phases", "findings"):
+        if sec.key in ("phases", "findings", f"table-{COVERAGE_TABLE}"):
             continue
         key = sec.key if sec.key in ("paths", "comm_events", "per_rank") else f"table-{index}"
-        out.append(Panel(key, sec.title, parts.table(sec)))
+        out.append(_table_panel(key, sec.title, sec, t0))
     return out
 
 
-def _template(keys: list[tuple[str, bool]]) -> str:
+def _template(keys: list[tuple[str, list[str]]]) -> str:
     body = []
-    for key, has_plot in keys:
-        embed = f"{{{{ embed(roots[{'tracekit_' + key!r}]) }}}}" if has_plot else ""
+    for key, roots in keys:
+        embed = "".join(f"{{{{ embed(roots[{name!r}]) }}}}" for name in roots)
         body.append(f'<section id="panel-{key}"><h2>{{{{ titles[{key!r}] }}}}</h2>'
                     f"{{{{ fragments[{key!r}] }}}}{embed}</section>")
     return ("{% block postamble %}<style>{{ style }}</style>{% endblock %}\n"
@@ -127,10 +225,10 @@ def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIM
     for p in page:
         if not re.match(_PANEL_RE, p.key):
             raise ValueError(f"panel key {p.key!r} is not an identifier")
-    models = [p.plot for p in page if p.plot is not None]
+    models = [m for p in page for m in p.roots]
     return file_html(
         models, resources=_inline_resources(), title=title,
-        template=_template([(p.key, p.plot is not None) for p in page]),
+        template=_template([(p.key, [m.name for m in p.roots]) for p in page]),
         template_variables={
             "style": parts.STYLE, "heading": parts.esc(title),
             "titles": {p.key: parts.esc(p.title) for p in page},

@@ -42,21 +42,34 @@ def table(section: views.Section, css: str = "data") -> str:
             f"<tbody>{''.join(body)}</tbody></table>{note}")
 
 
-def legend(timeline: pd.DataFrame, efficiency: bool = True) -> str:
-    """What each colour means: timeline keys (group · path) and the phase-bar parts."""
+def _swatches(pairs: list[tuple[str, str]]) -> str:
+    return "".join(
+        f'<li><span class="swatch" style="background:{esc(c)}"></span>{esc(k)}</li>'
+        for k, c in pairs)
+
+
+def legend_pairs(colors: dict[str, str], present: set[str] | None = None) -> str:
+    """A one-line legend of (label, colour), only the labels present when given."""
+    pairs = [(k, c) for k, c in colors.items() if present is None or k in present]
+    return f'<ul class="keys">{_swatches(pairs)}</ul>'
+
+
+def legend_keys(timeline: pd.DataFrame) -> str:
+    """The timeline's colours: one per communicator · path."""
     keys = timeline[[pf.KEY, pf.COLOR]].drop_duplicates().sort_values(pf.KEY)
-    rows = "".join(
-        f'<li><span class="swatch" style="background:{esc(c)}"></span>{esc(k)}</li>'
-        for k, c in keys.itertuples(index=False, name=None))
-    parts = "".join(
-        f'<li><span class="swatch" style="background:{esc(c)}"></span>{esc(k)}</li>'
-        for k, c in pf.PART_COLORS.items())
+    return f'<ul class="keys">{_swatches(list(keys.itertuples(index=False, name=None)))}</ul>'
+
+
+def legend(efficiency: bool = True) -> str:
+    """What the time parts and the efficiency mean (the timeline has its own key)."""
+    items = _swatches(list(pf.PART_COLORS.items()))
     eff = ("<div><h3>Efficiency</h3><p>bound / transfer time: 1.0 means the collective ran at "
-           "the alpha-beta lower bound of its link class; the dashed line marks it. Curves "
-           "show the bandwidth the bound allows per communicator.</p></div>") if efficiency else ""
-    return ("<div class=\"legend\"><div><h3>Timeline: communicator · path</h3>"
-            f"<ul>{rows or '<li>no communication kernels</li>'}</ul></div>"
-            f"<div><h3>Phase bars</h3><ul>{parts}</ul></div>{eff}</div>")
+           "the alpha-beta lower bound of its link class (the dashed line); below 1.0 it was "
+           "slower. The bandwidth plot shows the achieved S / time next to the bandwidth the "
+           "bound allows at the same sizes.</p></div>") if efficiency else ""
+    return (f"<div class=\"legend\"><div><h3>Parts of a phase's time</h3><ul>{items}</ul>"
+            "<p>exposed: communication not hidden by compute on the same device; "
+            f"overlapped: hidden by it</p></div>{eff}</div>")
 
 
 def note(text: str) -> str:
@@ -90,6 +103,8 @@ table.data th { background: #f4f4f4; }
 .note { color: #666; font-size: 12px; }
 .legend { display: flex; gap: 40px; flex-wrap: wrap; }
 .legend ul { list-style: none; padding: 0; margin: 0; font-size: 13px; }
+.keys { list-style: none; padding: 0; margin: 4px 0; font-size: 13px; display: flex;
+        flex-wrap: wrap; gap: 4px 18px; }
 .swatch { display: inline-block; width: 12px; height: 12px; margin-right: 6px;
           vertical-align: middle; border-radius: 2px; }
 """

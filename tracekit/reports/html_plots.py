@@ -11,6 +11,7 @@ from typing import Any
 
 import holoviews as hv
 import holoviews.plotting.bokeh  # registers the bokeh backend, needed before .opts
+import numpy as np
 import pandas as pd
 
 from tracekit import schema as s
@@ -57,7 +58,53 @@ def group_colors(groups: list[str]) -> dict[str, str]:
     return out
 
 
-def timeline(sampled: pf.Sampled, n_ranks: int) -> Any:
+# Tick labels in human units. The code is fixed here (no trace string enters it).
+_P = "const p = (v, d) => Number(v.toPrecision(d)).toString();\n"
+_BYTES_TICKS = _P + """
+for (const [scale, unit] of [[1e9, " GB"], [1e6, " MB"], [1e3, " kB"]]) {
+  if (Math.abs(tick) >= scale) return p(tick / scale, 3) + unit;
+}
+return p(tick, 3) + " B";
+"""
+_MS_TICKS = _P + """
+const a = Math.abs(tick);
+if (a >= 1000) return p(tick / 1000, 4) + " s";
+if (a >= 1 || a === 0) return p(tick, 4) + " ms";
+return p(tick * 1000, 3) + " µs";
+"""
+_RATIO_TICKS = _P + "return p(tick, 3);"
+_GBPS_TICKS = _P + """
+return tick >= 1 ? p(tick, 3) + " GB/s" : p(tick * 1000, 3) + " MB/s";
+"""
+
+
+def _formatter(code: str) -> Any:
+    from bokeh.models import CustomJSTickFormatter
+
+    return CustomJSTickFormatter(code=code)
+
+
+def bytes_ticks() -> Any:
+    return _formatter(_BYTES_TICKS)
+
+
+def ms_ticks() -> Any:
+    return _formatter(_MS_TICKS)
+
+
+def _log_ticks() -> Any:
+    from bokeh.models import LogTicker
+
+    return LogTicker(mantissas=[1, 2, 5])
+
+
+def _rank_ticks(ranks: list[int]) -> list[int]:
+    """Integer rank ticks: every rank up to 32, then a regular subset."""
+    step = max(1, -(-len(ranks) // 32))
+    return list(ranks[::step])
+
+
+def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
     df = sampled.frame
     vdims = [s.RANK, s.NAME, s.OP, s.GROUP, s.PATH, pf.KEY, pf.COLOR, pf.BYTES_TXT, pf.EFF_TXT,
              pf.WAIT_TXT, pf.DUR_TXT]
@@ -69,60 +116,139 @@ def timeline(sampled: pf.Sampled, n_ranks: int) -> Any:
             ("kernel", s.NAME), ("op", s.OP), ("bytes", pf.BYTES_TXT), ("group", s.GROUP),
             ("path", s.PATH), ("efficiency", pf.EFF_TXT), ("wait", pf.WAIT_TXT),
             ("duration", pf.DUR_TXT), ("rank", s.RANK)]),
-        width=WIDTH, height=max(260, min(1400, 22 * n_ranks + 80)), invert_yaxis=True,
-        xlabel="time since the first collective (ms)", ylabel="rank", title="",
+        width=WIDTH, height=max(260, min(1400, 22 * len(ranks) + 80)), invert_yaxis=True,
+        xlabel="time since the trace start", ylabel="rank", title="",
+        xformatter=ms_ticks(), yticks=_rank_ticks(ranks),
     )
     return _render(rects, "timeline")
+
+
+def occupancy(occ: Any, ranks: list[int]) -> Any:
+    """Per rank, stacked busy share of each kernel class per time bin."""
+    df = occ.frame
+    rects = hv.Rectangles(df, kdims=[pf.X0, pf.Y0, pf.X1, pf.Y1],
+                          vdims=[s.RANK, s.KERNEL_CLASS, pf.COLOR, "share_txt", "bin_txt"])
+    rects = rects.opts(
+        backend="bokeh", color=pf.COLOR, line_color=pf.COLOR, line_width=0.6, tools=["hover"],
+        default_tools=["xwheel_zoom", "xpan", "box_zoom", "reset", "save"],
+        hover_tooltips=tooltips([("rank", s.RANK), ("class", s.KERNEL_CLASS),
+                                 ("busy", "share_txt"), ("time", "bin_txt")]),
+        width=WIDTH, height=max(260, min(1400, 26 * len(ranks) + 80)), invert_yaxis=True,
+        xlabel="time since the trace start", ylabel="rank", title="",
+        xformatter=ms_ticks(), yticks=_rank_ticks(ranks),
+    )
+    return _render(rects, "timeline")
+
+
+def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
+    """Per layer (one row each), the phases' parts end to end; a black tick marks the bound."""
+    from tracekit.reports import plotframes_agg as agg
+
+    layers = sorted(int(v) for v in wf[s.LAYER].unique())
+    df = wf.assign(**{pf.Y0: wf[s.LAYER] - 0.38, pf.Y1: wf[s.LAYER] + 0.38})
+    tips = tooltips([("layer", s.LAYER), ("phase", s.PHASE), ("part", agg.SEGMENT),
+                     ("time per rank", agg.MS_TXT), ("bound", agg.BOUND_TXT),
+                     ("paths", agg.PATHS)])
+    rects = hv.Rectangles(df, kdims=[agg.START_MS, pf.Y0, agg.END_MS, pf.Y1],
+                          vdims=[s.LAYER, s.PHASE, agg.SEGMENT, agg.MS_TXT, agg.BOUND_TXT,
+                                 agg.PATHS, pf.COLOR]).opts(
+        backend="bokeh", color=pf.COLOR, line_color="white", line_width=1, tools=["hover"],
+        hover_tooltips=tips, default_tools=["xwheel_zoom", "xpan", "box_zoom", "reset", "save"])
+    overlay = [rects]
+    if len(bounds):
+        b = bounds.assign(**{pf.Y0: bounds[s.LAYER] - 0.46, pf.Y1: bounds[s.LAYER] + 0.46})
+        overlay.append(hv.Segments(b, kdims=[agg.BOUND_MS, pf.Y0, agg.BOUND_MS, pf.Y1],
+                                   vdims=[s.LAYER, s.PHASE, agg.BOUND_TXT, agg.PATHS]).opts(
+            backend="bokeh", color="black", line_width=3, tools=["hover"],
+            hover_tooltips=tooltips([("bound of", s.PHASE), ("layer", s.LAYER),
+                                     ("bound", agg.BOUND_TXT), ("paths", agg.PATHS)])))
+    plot = hv.Overlay(overlay).opts(
+        backend="bokeh", width=WIDTH, height=max(200, min(1400, 30 * len(layers) + 90)),
+        invert_yaxis=True, xlabel="time per rank within the layer", ylabel="layer",
+        title="", xformatter=ms_ticks(), yticks=_rank_ticks(layers))
+    return _render(plot, "waterfall")
 
 
 def phase_bars(parts: pd.DataFrame) -> Any:
     bars = hv.Bars(parts, kdims=[s.PHASE, pf.PART], vdims=[pf.MS_PER_RANK])
     bars = bars.opts(
         backend="bokeh", stacked=True, cmap=pf.PART_COLORS, tools=["hover"], width=WIDTH,
-        height=380, ylabel="ms per rank", xlabel="phase", show_legend=True,
-        legend_position="right", title="",
+        height=380, ylabel="time per rank", xlabel="phase", show_legend=True,
+        legend_position="right", title="", yformatter=ms_ticks(),
     )
     return _render(bars, "phases")
 
 
-def efficiency(points: pd.DataFrame, curves: pd.DataFrame) -> Any:
-    colors = group_colors(points[s.GROUP].tolist())
-    vdims = [s.EFFICIENCY, pf.BOUND_GBPS, s.ALGBW_GBPS, s.GROUP, s.PATH, s.OP, s.NAME,
-             pf.BYTES_TXT, pf.EFF_TXT]
-    tips = tooltips([("kernel", s.NAME), ("group", s.GROUP), ("path", s.PATH), ("op", s.OP),
-                     ("bytes", pf.BYTES_TXT), ("efficiency", pf.EFF_TXT)])
-    color = hv.dim(s.GROUP).categorize(colors, default="#7f7f7f")
-    eff = hv.Scatter(points, kdims=[s.MSG_BYTES], vdims=vdims).opts(
-        backend="bokeh", color=color, size=6, alpha=0.7, logx=True, tools=["hover"],
-        hover_tooltips=tips, xlabel="message size S (bytes)",
-        ylabel="efficiency (bound / transfer)",
-        width=WIDTH // 2, height=400, title="efficiency against message size")
-    ceiling = hv.HLine(1.0).opts(backend="bokeh", color="#444444", line_dash="dashed")
-    achieved = hv.Scatter(points, kdims=[s.MSG_BYTES], vdims=[s.ALGBW_GBPS, *vdims[:1],
-                                                              *vdims[3:]]).opts(
-        backend="bokeh", color=color, size=6, alpha=0.7, logx=True, logy=True, tools=["hover"],
-        hover_tooltips=tips, xlabel="message size S (bytes)", ylabel="algbw (GB/s)",
-        width=WIDTH // 2, height=400, title="achieved bandwidth and the bound per group")
-    lines = [
-        hv.Curve(c, kdims=[s.MSG_BYTES], vdims=[pf.BOUND_GBPS], label=f"bound {g} {op}").opts(
-            backend="bokeh", color=colors.get(g, "#7f7f7f"), line_width=2)
-        for (g, op), c in curves.groupby([s.GROUP, s.OP], sort=True)
-    ]
-    right = hv.Overlay([achieved, *lines]).opts(backend="bokeh", legend_position="bottom_right")
-    layout = (hv.Overlay([eff, ceiling]) + right).cols(2).opts(backend="bokeh", shared_axes=False)
-    return _render(layout, "efficiency")
+def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[float, float]:
+    values = [v for v in (lo, hi, *must) if v > 0 and np.isfinite(v)]
+    return (min(values) / 1.6, max(values) * 1.6) if values else (0.1, 10.0)
+
+
+def efficiency(groups: pd.DataFrame) -> Any:
+    """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s."""
+    from tracekit.reports import plotframes_agg as agg
+
+    keys = sorted(set(groups[pf.KEY]))
+    cmap = {k: pf.PALETTE[i % len(pf.PALETTE)] for i, k in enumerate(keys)}
+    df = groups.assign(**{pf.COLOR: groups[pf.KEY].map(cmap)})
+    xr = _log_range(float(df[s.MSG_BYTES].min()), float(df[s.MSG_BYTES].max()))
+    tips = tooltips([("group · op", pf.KEY), ("path", s.PATH), ("message size", pf.BYTES_TXT),
+                     ("collective rows", agg.N), ("median efficiency", pf.EFF_TXT),
+                     ("min - max", agg.RANGE_TXT)])
+    vd = [agg.EFF_MED, agg.N, pf.KEY, s.PATH, pf.BYTES_TXT, pf.EFF_TXT, agg.RANGE_TXT, pf.COLOR]
+    left, right = [], []
+    for key in keys:
+        k = df[df[pf.KEY] == key]
+        left.append(hv.Segments(k, kdims=[s.MSG_BYTES, agg.EFF_MIN, s.MSG_BYTES, agg.EFF_MAX])
+                    .opts(backend="bokeh", color=cmap[key], line_width=2, alpha=0.6))
+        left.append(hv.Scatter(k, kdims=[s.MSG_BYTES], vdims=vd, label=key).opts(
+            backend="bokeh", color=cmap[key], size=9, tools=["hover"], hover_tooltips=tips))
+        right.append(hv.Segments(k, kdims=[s.MSG_BYTES, agg.BW_MIN, s.MSG_BYTES, agg.BW_MAX])
+                     .opts(backend="bokeh", color=cmap[key], line_width=2, alpha=0.6))
+        right.append(hv.Scatter(k, kdims=[s.MSG_BYTES], vdims=[agg.BW_MED, *vd[1:]],
+                                label=f"{key} achieved").opts(
+            backend="bokeh", color=cmap[key], size=9, tools=["hover"], hover_tooltips=tips))
+        bound = k.groupby(s.MSG_BYTES, sort=True)[pf.BOUND_GBPS].median().reset_index()
+        right.append(hv.Curve(bound, kdims=[s.MSG_BYTES], vdims=[pf.BOUND_GBPS],
+                              label=f"{key} bound").opts(
+            backend="bokeh", color=cmap[key], line_dash="dashed", line_width=2))
+        right.append(hv.Scatter(bound, kdims=[s.MSG_BYTES], vdims=[pf.BOUND_GBPS]).opts(
+            backend="bokeh", color=cmap[key], marker="diamond", size=12, fill_alpha=0))
+    ceiling = hv.HLine(1.0).opts(backend="bokeh", color="#444444", line_dash="dashed",
+                                 line_width=1.5)
+    eff_range = _log_range(float(df[agg.EFF_MIN].min()), float(df[agg.EFF_MAX].max()), (1.0,))
+    bw_values = pd.concat([df[agg.BW_MIN], df[agg.BW_MAX], df[pf.BOUND_GBPS]]).astype(float)
+    bw_range = _log_range(float(bw_values.min()), float(bw_values.max()))
+    common = {"backend": "bokeh", "logx": True, "logy": True, "xlim": xr,
+              "xformatter": bytes_ticks(), "xticks": _log_ticks(),
+              "xlabel": "message size S (nccl-tests)",
+              "width": WIDTH // 2, "height": 420, "legend_position": "bottom_right"}
+    lplot = hv.Overlay([*left, ceiling]).opts(
+        ylim=eff_range, ylabel="efficiency = bound / transfer (1.0 = at the bound)",
+        yformatter=_formatter(_RATIO_TICKS), yticks=_log_ticks(),
+        title="efficiency per message size (median, whisker min-max)", **common)
+    rplot = hv.Overlay(right).opts(
+        ylim=bw_range, ylabel="algorithm bandwidth S / time", yformatter=_formatter(_GBPS_TICKS),
+        yticks=_log_ticks(),
+        title="achieved (dots) and bound (dashed, diamonds) bandwidth", **common)
+    return _render((lplot + rplot).cols(2).opts(backend="bokeh", shared_axes=False),
+                   "efficiency")
 
 
 def a2a(data: pf.A2A) -> Any:
+    ranks = sorted(int(r) for r in set(data.matrix[s.SRC_RANK]) | set(data.matrix[s.DST_RANK]))
+    ticks = _rank_ticks(ranks)
     heat = hv.HeatMap(data.matrix, kdims=[s.DST_RANK, s.SRC_RANK], vdims=[s.MSG_BYTES]).opts(
         backend="bokeh", cmap="Viridis", colorbar=True, tools=["hover"], invert_yaxis=True,
         xlabel="destination rank j", ylabel="source rank i", width=WIDTH // 2 + 60, height=480,
+        xticks=ticks, yticks=ticks, colorbar_opts={"formatter": bytes_ticks()},
         title=f"C[i][j] bytes, summed over {data.instances} all-to-all instance(s)")
     long = data.per_rank.melt(id_vars=[s.RANK], value_vars=[s.SEND_BYTES, s.RECV_BYTES],
                               var_name=pf.PART, value_name=s.MSG_BYTES)
-    long[s.RANK] = long[s.RANK].astype(str)
+    long[s.RANK] = long[s.RANK].astype(int).astype(str)
     bars = hv.Bars(long, kdims=[s.RANK, pf.PART], vdims=[s.MSG_BYTES]).opts(
         backend="bokeh", tools=["hover"], width=WIDTH // 2 - 60, height=480, xlabel="rank",
         ylabel="bytes", title="bytes sent and received per rank", show_legend=True,
-        cmap={s.SEND_BYTES: "#4c78a8", s.RECV_BYTES: "#f58518"}, xrotation=90)
+        cmap={s.SEND_BYTES: "#4c78a8", s.RECV_BYTES: "#f58518"}, xrotation=90,
+        yformatter=bytes_ticks())
     return _render((heat + bars).cols(2).opts(backend="bokeh", shared_axes=False), "a2a")

@@ -17,7 +17,7 @@ from tracekit import schema as s
 from tracekit.api import Analysis
 from tracekit.reports import fmt, frames
 
-TIMELINE_MAX = 20_000  # kernels drawn in the timeline
+TIMELINE_MAX = 10_000  # communication kernels drawn one by one; past it, binned occupancy
 SCATTER_MAX = 10_000  # points in the efficiency scatter
 MS = 1e6  # ns per ms
 
@@ -73,6 +73,16 @@ def _comm_rows(analysis: Analysis) -> pd.DataFrame:
                        s.EFFICIENCY: np.nan, s.WAIT_NS: np.nan})[cols]
 
 
+def trace_start_ns(analysis: Analysis) -> int:
+    """The first event's start: every time the report shows is relative to it."""
+    events = analysis.run.events
+    if not frames.has_rows(events):
+        return 0
+    import pyarrow.compute as pc
+
+    return int(pc.min(events.column(s.TS_NS)).as_py() or 0)
+
+
 def _keep_longest(df: pd.DataFrame, limit: int) -> pd.DataFrame:
     if len(df) <= limit:
         return df
@@ -83,10 +93,14 @@ def _keep_longest(df: pd.DataFrame, limit: int) -> pd.DataFrame:
 
 
 def timeline(analysis: Analysis, limit: int = TIMELINE_MAX) -> Sampled:
-    """Communication kernels per rank as rectangles (ms from the first kernel), with hover text."""
+    """Communication kernels per rank as rectangles (ms from the trace start), with hover text.
+
+    Past ``limit`` kernels the longest of each rank are kept (``occupancy`` is what the page
+    draws then); ``shown`` and ``total`` say how many.
+    """
     df = _comm_rows(analysis)
     total = len(df)
-    t0 = df[s.TS_NS].min() if len(df) else 0  # before the cut: the time axis stays the run's
+    t0 = trace_start_ns(analysis)
     df = _keep_longest(df, limit)
     key = key_of(df[s.GROUP], df[s.PATH])
     cmap = colors(key)

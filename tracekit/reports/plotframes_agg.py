@@ -1,0 +1,223 @@
+"""Aggregated plot frames of the HTML report (pure: no plotting, no HTML, no measuring).
+
+- ``occupancy``: per rank, the share of each time bin that each kernel class kept the device
+  busy; what the timeline draws when a run has more kernels than it can draw one by one.
+- ``waterfall``: per layer, each phase's compute, fused and communication time per rank laid
+  end to end, with the alpha-beta bound of its communication.
+- ``efficiency_groups``: collectives grouped by (group, path, op, message size) with their
+  count and spread, so 128 collectives at 4 sizes read as 4 markers that say "n = 32".
+- ``bound_coverage``: per path, how many collective rows have a message size, a bound and an
+  efficiency, which says why an efficiency panel is empty.
+
+Everything is selected and summed from the result tables (PHASES, MEASURED, ATTRIBUTED).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit import schema as s
+from tracekit.api import Analysis
+from tracekit.reports import fmt, frames
+from tracekit.reports import plotframes as pf
+
+OCCUPANCY_BINS = 600  # time bins per rank when the timeline aggregates
+CLASS_COLORS = {
+    s.KernelClass.COMPUTE: "#4c78a8", s.KernelClass.FUSED: "#b279a2",
+    s.KernelClass.COMM: "#e45756", s.KernelClass.MEMCPY: "#72b7b2",
+    s.KernelClass.OTHER: "#bab0ac",
+}
+
+# derived columns
+SHARE, SHARE_TXT, BIN_TXT = "share", "share_txt", "bin_txt"
+START_MS, END_MS, SEGMENT, PATHS = "start_ms", "end_ms", "segment", "paths"
+MS_TXT, BOUND_MS, BOUND_TXT = "ms_txt", "bound_ms", "bound_txt"
+N, EFF_MED, EFF_MIN, EFF_MAX = "n", "eff_median", "eff_min", "eff_max"
+BW_MED, BW_MIN, BW_MAX, RANGE_TXT = "algbw_median", "algbw_min", "algbw_max", "range_txt"
+WITH_SIZE, WITH_BOUND, WITH_EFF = "with_size", "with_bound", "with_efficiency"
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    frame: pd.DataFrame  # one rectangle per (rank, class, bin) with a non-zero share
+    kernels: int  # device kernels aggregated
+    bin_ms: float
+
+
+def _kernels(analysis: Analysis) -> pd.DataFrame:
+    cols = [s.RANK, s.TS_NS, s.DUR_NS, s.KERNEL_CLASS]
+    table = analysis.attributed if frames.has_rows(analysis.attributed) else analysis.run.events
+    df = frames.to_frame(table, [*cols, s.KIND])
+    df = df[(df[s.KIND] == s.Kind.KERNEL) & df[s.DUR_NS].notna()]
+    df[s.KERNEL_CLASS] = df[s.KERNEL_CLASS].fillna(s.KernelClass.OTHER).astype(str)
+    return df[cols]
+
+
+def _busy_before(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Sum over intervals of their time before each edge: F(t) = sum clip(t - start, 0, dur)."""
+    a, b = np.sort(starts), np.sort(ends)
+    ca = np.concatenate([[0.0], np.cumsum(a)])
+    cb = np.concatenate([[0.0], np.cumsum(b)])
+    ia, ib = np.searchsorted(a, edges), np.searchsorted(b, edges)
+    return (ia * edges - ca[ia]) - (ib * edges - cb[ib])
+
+
+def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
+    """Per rank and kernel class, the busy share of each of ``bins`` equal time bins.
+
+    The shares of a bin are stacked in the rank's row (y from rank - 0.4 to rank + 0.4); a
+    bin where streams overlap is scaled so its stack fills the row at most.
+    """
+    df = _kernels(analysis)
+    empty = pd.DataFrame(columns=[pf.X0, pf.X1, pf.Y0, pf.Y1, s.RANK, s.KERNEL_CLASS,
+                                  pf.COLOR, SHARE_TXT, BIN_TXT])
+    if not len(df):
+        return Occupancy(empty, 0, 0.0)
+    t0 = pf.trace_start_ns(analysis)
+    start = (df[s.TS_NS] - t0).to_numpy(dtype=np.float64)
+    end = start + df[s.DUR_NS].to_numpy(dtype=np.float64)
+    edges = np.linspace(0.0, float(end.max()) or 1.0, bins + 1)
+    width = edges[1] - edges[0]
+    ranks = df[s.RANK].to_numpy()
+    kind = df[s.KERNEL_CLASS].to_numpy(dtype=object)
+    classes = [c for c in s.KernelClass.ALL if c in set(kind)]
+    by_class = {c: kind == c for c in classes}
+    rows = []
+    for rank in np.unique(ranks):
+        on_rank = ranks == rank
+        shares = []
+        for cls in classes:
+            m = on_rank & by_class[cls]
+            busy = np.diff(_busy_before(start[m], end[m], edges)) if m.any() else np.zeros(bins)
+            shares.append(busy / width)
+        stack = np.vstack(shares)
+        stack = stack / np.maximum(1.0, stack.sum(axis=0))
+        base = np.cumsum(np.vstack([np.zeros(bins), stack[:-1]]), axis=0)
+        for i, cls in enumerate(classes):
+            keep = stack[i] > 1e-4
+            if not keep.any():
+                continue
+            y0 = rank + 0.4 - 0.8 * (base[i][keep] + stack[i][keep])
+            rows.append(pd.DataFrame({
+                pf.X0: edges[:-1][keep] / pf.MS, pf.X1: edges[1:][keep] / pf.MS,
+                pf.Y0: y0, pf.Y1: y0 + 0.8 * stack[i][keep], s.RANK: int(rank),
+                s.KERNEL_CLASS: cls, pf.COLOR: CLASS_COLORS.get(cls, "#bab0ac"),
+                SHARE: stack[i][keep]}))
+    if not rows:
+        return Occupancy(empty, len(df), width / pf.MS)
+    out = pd.concat(rows, ignore_index=True)
+    out[SHARE_TXT] = (100 * out.pop(SHARE)).map(lambda v: f"{v:.0f}%")
+    out[BIN_TXT] = [f"{fmt.ns(a * pf.MS)} - {fmt.ns(b * pf.MS)}"
+                    for a, b in zip(out[pf.X0], out[pf.X1], strict=True)]
+    return Occupancy(out, len(df), width / pf.MS)
+
+
+WATERFALL_PARTS = (  # (segment, PHASES column): laid end to end within a phase
+    ("compute", s.COMPUTE_NS), ("fused compute+exchange", s.FUSED_NS),
+    ("communication (exposed)", s.EXPOSED_NS), ("communication (overlapped)", None),
+)
+
+
+def waterfall(analysis: Analysis) -> pd.DataFrame:
+    """Per layer, each phase's parts (ms per rank) end to end; the bound marks its comm.
+
+    From PHASES' per-layer rows (rank and layer set), averaged over ranks. A segment's bound
+    (``bound_ms``) is where the communication would end if it took only its alpha-beta bound.
+    """
+    cols = [s.RANK, s.LAYER, s.PHASE, s.COMM_NS, s.FUSED_NS, s.COMPUTE_NS, s.EXPOSED_NS,
+            s.BOUND_NS, s.COUNT]
+    df = frames.to_frame(analysis.phases, cols)
+    df = df[df[s.RANK].notna() & df[s.LAYER].notna()]
+    if not len(df):
+        return pd.DataFrame(columns=[s.LAYER, s.PHASE, SEGMENT, START_MS, END_MS])
+    sums = [s.COMM_NS, s.FUSED_NS, s.COMPUTE_NS, s.EXPOSED_NS, s.BOUND_NS]
+    n_ranks = df.groupby([s.LAYER, s.PHASE])[s.RANK].nunique()
+    per = df.groupby([s.LAYER, s.PHASE])[sums].sum(min_count=1).div(n_ranks, axis=0)
+    per = per.reset_index()
+    per[s.LAYER] = per[s.LAYER].astype(int)
+    order = {p: i for i, p in enumerate(s.Phase.ALL)}
+    per = per.assign(_o=per[s.PHASE].map(lambda p: order.get(p, len(order))))
+    per = per.sort_values([s.LAYER, "_o", s.PHASE], kind="stable").drop(columns="_o")
+    paths = _paths_by_layer_phase(analysis)
+    comm = per[s.COMM_NS].astype(float).fillna(0)
+    exposed = per[s.EXPOSED_NS].astype(float).fillna(0).clip(upper=comm)
+    parts = {
+        "compute": per[s.COMPUTE_NS].astype(float).fillna(0),
+        "fused compute+exchange": per[s.FUSED_NS].astype(float).fillna(0),
+        "communication (exposed)": exposed, "communication (overlapped)": comm - exposed,
+    }
+    lengths = np.vstack([v.to_numpy() for v in parts.values()]).T / pf.MS  # (rows, parts)
+    flat = lengths.ravel()
+    layer_of = np.repeat(per[s.LAYER].to_numpy(), len(parts))
+    ends = pd.Series(flat).groupby(layer_of).cumsum().to_numpy()
+    out = pd.DataFrame({
+        s.LAYER: layer_of, s.PHASE: np.repeat(per[s.PHASE].to_numpy(), len(parts)),
+        SEGMENT: np.tile(list(parts), len(per)), START_MS: ends - flat, END_MS: ends,
+    })
+    phase_start = (ends - flat).reshape(-1, len(parts))[:, 0]
+    bound_row = per[s.BOUND_NS].astype(float).to_numpy() / pf.MS
+    bound_row = np.where((comm.to_numpy() > 0) & (bound_row > 0), bound_row, np.nan)
+    bound_at = phase_start + lengths[:, 0] + lengths[:, 1] + bound_row  # comm start + bound
+    bound = np.repeat(bound_row, len(parts))
+    out[BOUND_MS] = np.repeat(bound_at, len(parts))
+    out[MS_TXT] = (pd.Series(flat) * pf.MS).map(fmt.ns).to_numpy()
+    out[BOUND_TXT] = (pd.Series(bound) * pf.MS).map(fmt.ns).to_numpy()
+    key = out[s.LAYER].astype(str) + "|" + out[s.PHASE].astype(str)
+    out[PATHS] = key.map(paths).fillna("-").to_numpy()
+    out[pf.COLOR] = out[SEGMENT].map(pf.PART_COLORS)
+    return out[flat > 0].reset_index(drop=True)
+
+
+def _paths_by_layer_phase(analysis: Analysis) -> dict[str, str]:
+    m = frames.to_frame(analysis.measured, [s.LAYER, s.PHASE, s.PATH])
+    m = m[m[s.LAYER].notna() & m[s.PATH].notna()].drop_duplicates()
+    if not len(m):
+        return {}
+    key = m[s.LAYER].astype(int).astype(str) + "|" + m[s.PHASE].astype(str)
+    return {k: ", ".join(sorted(set(g))) for k, g in m[s.PATH].astype(str).groupby(key)}
+
+
+def waterfall_bounds(wf: pd.DataFrame) -> pd.DataFrame:
+    """One bound marker per (layer, phase) with a bound."""
+    b = wf[wf[BOUND_MS].notna()].drop_duplicates([s.LAYER, s.PHASE])
+    return b[[s.LAYER, s.PHASE, BOUND_MS, BOUND_TXT, PATHS]].reset_index(drop=True)
+
+
+def efficiency_groups(analysis: Analysis) -> pd.DataFrame:
+    """Collective rows with an efficiency, grouped by (group, path, op, message size)."""
+    cols = [s.GROUP, s.PATH, s.OP, s.MSG_BYTES, s.EFFICIENCY, s.ALGBW_GBPS, s.BOUND_NS]
+    df = frames.to_frame(analysis.measured, cols)
+    df = df[(df[s.MSG_BYTES].astype(float) > 0) & df[s.EFFICIENCY].notna()]
+    if not len(df):
+        return pd.DataFrame(columns=[*cols[:4], N, EFF_MED, EFF_MIN, EFF_MAX, pf.BOUND_GBPS])
+    keys = [s.GROUP, s.PATH, s.OP]
+    df = df.assign(**{k: df[k].fillna("-").astype(str) for k in keys})
+    df[pf.BOUND_GBPS] = df[s.MSG_BYTES].astype(float) / df[s.BOUND_NS].astype(float)
+    g = df.groupby([*keys, s.MSG_BYTES], sort=True)
+    out = pd.DataFrame({
+        N: g.size(), EFF_MED: g[s.EFFICIENCY].median(), EFF_MIN: g[s.EFFICIENCY].min(),
+        EFF_MAX: g[s.EFFICIENCY].max(), BW_MED: g[s.ALGBW_GBPS].median(),
+        BW_MIN: g[s.ALGBW_GBPS].min(), BW_MAX: g[s.ALGBW_GBPS].max(),
+        pf.BOUND_GBPS: g[pf.BOUND_GBPS].median(),
+    }).reset_index()
+    out[pf.BYTES_TXT] = out[s.MSG_BYTES].map(fmt.nbytes)
+    out[pf.EFF_TXT] = out[EFF_MED].map(fmt.ratio)
+    out[RANGE_TXT] = out[EFF_MIN].map(fmt.ratio) + " - " + out[EFF_MAX].map(fmt.ratio)
+    out[pf.KEY] = out[s.GROUP] + " · " + out[s.OP]
+    return out
+
+
+def bound_coverage(analysis: Analysis) -> pd.DataFrame:
+    """Per (path, group, op): collective rows, and how many have a size, a bound, an efficiency."""
+    cols = [s.PATH, s.GROUP, s.OP, s.MSG_BYTES, s.BOUND_NS, s.EFFICIENCY]
+    df = frames.to_frame(analysis.measured, cols)
+    keys = [s.PATH, s.GROUP, s.OP]
+    df = df.assign(**{k: df[k].fillna("-").astype(str) for k in keys})
+    flags = pd.DataFrame({
+        s.COUNT: 1, WITH_SIZE: (df[s.MSG_BYTES].astype(float) > 0).astype(int),
+        WITH_BOUND: df[s.BOUND_NS].notna().astype(int),
+        WITH_EFF: df[s.EFFICIENCY].notna().astype(int)})
+    return pd.concat([df[keys], flags], axis=1).groupby(keys, sort=True).sum().reset_index()
