@@ -34,3 +34,18 @@ def test_unguarded_script_with_worker_processes(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert int(lines[0].split()[1]) > 0
     assert "bootstrapping phase" not in proc.stderr
+
+
+def test_top_level_analyze_in_a_plain_script(tmp_path: Path) -> None:
+    # GIVEN the script: tracekit.analyze at the package top, no main guard
+    script = tmp_path / "top.py"
+    script.write_text(
+        "import tracekit\n"
+        f"a = tracekit.analyze({str(SAMPLE)!r}, hardware='h200')\n"
+        "print('ROWS', a.measured.num_rows)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=240, cwd=tmp_path)
+    # THEN it finishes and the sample's collectives are there (sidecars: 5 per rank, 4 ranks)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ROWS 20" in proc.stdout
