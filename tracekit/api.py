@@ -132,3 +132,29 @@ def _concat_findings(*tables: pa.Table | None) -> pa.Table:
     if not parts:
         return schema.empty(schema.FINDINGS)
     return pa.concat_tables(parts).combine_chunks()
+
+
+COLLECTIVE_COLUMNS = (schema.RANK, schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER,
+                      schema.OP, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS,
+                      schema.BOUND_NS, schema.EFFICIENCY)
+
+
+def analyze_simple(path: str | Path, *, hardware: str | Path | None = None,
+                   rules: tuple[str | Path, ...] | list[str | Path] = (), jobs: int | None = None,
+                   cache_dir: str | Path | None = None, on_error: str = "stop",
+                   **layout: Any) -> Analysis:
+    """``tracekit.analyze``: the whole pipeline with the CLI's options as keywords.
+
+    ``layout``: the parallel config of `tracekit analyze` (``config``, ``tp``, ``dp``, ``ep``,
+    ``enable_dp_attention``, ...); none given: inferred from the trace's process groups.
+    """
+    from tracekit.topology_config import topology_from_options
+
+    hw: str | Path | None = hardware
+    if isinstance(hardware, str) and Path(hardware).is_file():
+        hw = Path(hardware)
+    topo = topology_from_options(**layout) if layout else None
+    return analyze(path, LoadOptions(jobs=jobs, on_error=on_error,
+                                     cache_dir=Path(cache_dir) if cache_dir else None),
+                   AnalyzeOptions(topology=topo, rules_files=tuple(Path(r) for r in rules),
+                                  hardware=hw))

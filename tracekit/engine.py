@@ -3,7 +3,11 @@
 ``map_per_rank`` is the only entry point the rest of tracekit uses for per-rank parallelism:
 
 * ``engine="local"``: a ``multiprocessing`` pool of ``jobs`` processes (default: the cores this
-  process may use). One item, or ``jobs == 1``, runs inline with no process start-up cost.
+  process may use). One item, ``jobs == 1``, or (without an explicit ``jobs``) items whose
+  ``sizes`` add up to less than :data:`INLINE_MAX_BYTES` run inline with no process start-up
+  cost. Workers come from a forkserver and never import the caller's ``__main__`` module, so a
+  plain script without an ``if __name__ == "__main__":`` guard, ``python -c`` and notebooks
+  all work (see :func:`_main_hidden`).
 * ``engine="dask"``: a ``distributed.LocalCluster`` with ``jobs`` workers, or an existing cluster
   at ``scheduler`` (``tcp://HOST:PORT``); see :mod:`tracekit.engine_dask`. Dask is imported only
   then.
@@ -21,6 +25,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,6 +36,13 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 ENGINES = ("local", "dask")
+
+# Below this many input bytes (the files on disk, as given in ``sizes``) a local map runs in
+# this process unless ``jobs`` was asked for: starting a pool and importing pyarrow and the
+# parser in each worker (about 1.5 s) costs more than parsing that much. Measured with
+# benchmarks/engine_inline.py; the figures are in docs/api.md. The same limit as the Ascend
+# reader's PARALLEL_MIN_BYTES.
+INLINE_MAX_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -92,11 +104,15 @@ def map_per_rank(
     progress: bool = False,
     label: str = "parse",
     weights: Sequence[int] | None = None,
+    sizes: Sequence[int] | None = None,
 ) -> list[R]:
     """``[func(x) for x in items]`` on the chosen engine, in input order.
 
-    ``func`` must be a picklable top-level function (or a ``functools.partial`` of one).
+    ``func`` must be a picklable top-level function of an importable module (or a
+    ``functools.partial`` of one): workers do not import the caller's ``__main__``.
     ``weights``: how far each item moves the progress bar (the files of a batch), default 1.
+    ``sizes``: the bytes each item reads; with ``jobs`` unset, a local map of fewer than
+    :data:`INLINE_MAX_BYTES` in all runs inline.
     """
     items = list(items)
     if engine not in ENGINES:
@@ -113,6 +129,8 @@ def map_per_rank(
             weights=weights,
         )
     n_jobs = min(jobs or default_jobs(), len(items)) if items else 1
+    if jobs is None and sizes is not None and sum(sizes) < INLINE_MAX_BYTES:
+        n_jobs = 1
     steps = list(weights) if weights is not None else [1] * len(items)
     with _progress(sum(steps), label, progress) as advance:
         if n_jobs <= 1:
@@ -140,10 +158,38 @@ def _context() -> mp.context.BaseContext:
     return mp.get_context()
 
 
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """While workers start, ``sys.modules["__main__"]`` is a bare module.
+
+    multiprocessing's spawn and forkserver children re-run the parent's main script (as
+    ``__mp_main__``) so that functions defined there unpickle. tracekit's worker functions live
+    in tracekit's own modules, so that re-run is not needed, and in a script without an
+    ``if __name__ == "__main__":`` guard it would start the analysis again in every worker
+    (a hang, or a storm of "bootstrapping phase" errors). With a bare module in its place the
+    children's preparation data names no main script. Only the ``sys.modules`` entry is
+    swapped, for the time the pool takes to start its workers; the script's own module
+    object is not touched.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or not (getattr(main, "__file__", None) or getattr(main, "__spec__", None)):
+        yield  # python -c, a notebook, the REPL: nothing would be re-run
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def _map_pool(
     func: Callable[[T], R], items: list[T], n_jobs: int, advance: Callable[[int], None]
 ) -> list[R]:
-    pool = _context().Pool(processes=n_jobs, initializer=_ignore_sigint, maxtasksperchild=None)
+    with _main_hidden():
+        # maxtasksperchild=None: every worker starts here, inside the guard (the pool starts
+        # another only in place of one that died)
+        pool = _context().Pool(processes=n_jobs, initializer=_ignore_sigint,
+                               maxtasksperchild=None)
     results: list[R] = []
     try:
         for result in pool.imap(_Call(func), items, chunksize=1):

@@ -46,10 +46,11 @@ def clean_report(tmp_path: Path, analysis) -> Path:
 
 def test_check_passes_with_exit_0(clean_report: Path, capsys):
     # GIVEN a report without error findings WHEN checked with lenient thresholds THEN exit 0
-    code = _run(["check", str(clean_report), "--max-exposed-comm", "50", "--min-efficiency",
+    # (a phase's exposed share is over its own busy time: comm-only phases are at 100%)
+    code = _run(["check", str(clean_report), "--max-exposed-comm", "100", "--min-efficiency",
                  "0.3"])
     assert code == 0
-    assert capsys.readouterr().out.strip().endswith("checks passed")
+    assert "checks passed" in capsys.readouterr().out.strip().splitlines()[-1]
 
 
 def test_check_fails_with_exit_1_listing_the_failures(run_dir: Path, tmp_path: Path, capsys):

@@ -140,6 +140,9 @@ def command(run: Path, max_exposed: float | None, min_efficiency: float | None,
         if markdown is not None:
             plan.write(markdown, text)
     append_step_summary(text)
+    for r in results:
+        if r.skipped:
+            click.echo(f"SKIP {r.check} [{r.scope}]: {r.message}")
     for r in checks.failed(results):
         click.echo(f"FAIL {r.check} [{r.scope}]: {r.message}")
     click.echo(checks.summary_line(results))

@@ -120,18 +120,27 @@ def load_run(path: Path, options: LoadOptions) -> Run:
     inner = (options.jobs or _cores()) if len(files) == 1 else 1
     items = [(str(f), forced, str(options.cache_dir) if options.cache_dir else None, inner)
              for f in files]
-    results = _map(load_rank_item, items, options)
+    results = _map(load_rank_item, items, options, [_size(f) for f in files])
     return _combine(path, results, options.on_error)
 
 
-def _map(func: Callable[[Any], Any], items: Sequence[Any], options: LoadOptions) -> list[Any]:
+def _map(func: Callable[[Any], Any], items: Sequence[Any], options: LoadOptions,
+         sizes: Sequence[int] | None = None) -> list[Any]:
     try:
         from tracekit.engine import map_per_rank
     except ImportError:  # pragma: no cover - the engine module ships with tracekit
         return [func(i) for i in items]
+    # sizes: a small run is parsed in this process unless --jobs asks for workers
     return list(map_per_rank(
         func, items, engine=options.engine, jobs=options.jobs, scheduler=options.scheduler,
-        progress=options.progress, label="parse"))
+        progress=options.progress, label="parse", sizes=sizes))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # reported as bad input by the reader
+        return 0
 
 
 def _cores() -> int:

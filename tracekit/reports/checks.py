@@ -7,9 +7,10 @@ phase, so JUnit shows one testcase per check and phase.
 * ``error-findings`` (always on): no finding of severity ``error``.
 * ``findings`` (``--no-findings``): no finding of severity ``error`` or ``warning``.
 * ``exposed-comm`` (``--max-exposed-comm PCT``): exposed communication as a percentage of the
-  busy time (compute + fused + memcpy + exposed communication); a phase's share is its exposed
-  time over the same run-wide busy time.
-* ``efficiency`` (``--min-efficiency X``): bound / transfer time, over the run and per phase.
+  busy time (compute + fused + memcpy + exposed communication); a phase's share is over that
+  phase's own busy time. A phase without busy time is skipped.
+* ``efficiency`` (``--min-efficiency X``): bound / transfer time, over the run and per phase;
+  a phase with no bound (a barrier) is skipped and listed, not failed.
 * ``regression`` (``--baseline OLD.json --max-regression PCT``): communication plus fused time
   per rank, against the baseline, may grow by at most PCT percent.
 """
@@ -43,6 +44,7 @@ class CheckResult:
     value: float | None
     limit: float | None
     message: str
+    skipped: bool = False  # no figure to gate (listed, never failed)
 
 
 def _phase_rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -63,17 +65,26 @@ def _findings(report: dict[str, Any], check: str) -> list[CheckResult]:
     return out
 
 
+def _busy(row: dict[str, Any]) -> float:
+    """compute + fused + memcpy + exposed communication of one phase row (frames.BUSY_NS)."""
+    return float(sum(row.get(c) or 0 for c in (s.COMPUTE_NS, s.FUSED_NS, s.MEMCPY_NS,
+                                               s.EXPOSED_NS)))
+
+
 def _exposed(report: dict[str, Any], limit: float) -> list[CheckResult]:
     totals = report.get("totals", {})
-    busy = totals.get(frames.BUSY_NS)
     out = []
-    for scope, exposed in [(TOTAL, totals.get(s.EXPOSED_NS))] + [
-        (p, row.get(s.EXPOSED_NS)) for p, row in _phase_rows(report).items()
+    # a phase's share is over that phase's own busy time, not the whole run's
+    for scope, exposed, busy in [(TOTAL, totals.get(s.EXPOSED_NS), totals.get(frames.BUSY_NS))] + [
+        (p, row.get(s.EXPOSED_NS), _busy(row)) for p, row in _phase_rows(report).items()
     ]:
         share = frames.ratio(exposed or 0.0, busy or 0.0)
         if share is None:
-            out.append(CheckResult("exposed-comm", scope, False, None, limit,
-                                   "no busy time measured: cannot check exposure"))
+            skip = scope != TOTAL  # a phase without busy time has nothing to gate
+            out.append(CheckResult("exposed-comm", scope, skip, None, limit,
+                                   "skipped: no busy time in this phase" if skip
+                                   else "no busy time measured: cannot check exposure",
+                                   skipped=skip))
             continue
         pct = 100.0 * share
         ok = pct <= limit
@@ -87,11 +98,15 @@ def _efficiency(report: dict[str, Any], limit: float) -> list[CheckResult]:
     out = []
     total = report.get("totals", {}).get(s.EFFICIENCY)
     scopes = [(TOTAL, total)] + [(p, r.get(s.EFFICIENCY)) for p, r in _phase_rows(report).items()]
+    rows = _phase_rows(report)
     for scope, eff in scopes:
-        if eff is None:
-            ok = scope != TOTAL  # a phase without collectives has nothing to bound
+        bound = rows[scope].get(s.BOUND_NS) if scope != TOTAL else 1
+        if eff is None or not bound:
+            # no bound (a barrier, a phase without collectives): no figure to gate
+            ok = scope != TOTAL
             out.append(CheckResult("efficiency", scope, ok, None, limit,
-                                   "no bounded collective" if ok else "no efficiency measured"))
+                                   "skipped: no collective with a bound" if ok
+                                   else "no efficiency measured", skipped=ok))
             continue
         ok = eff >= limit
         out.append(CheckResult("efficiency", scope, ok, eff, limit,
@@ -146,6 +161,8 @@ def failed(results: list[CheckResult]) -> list[CheckResult]:
 
 def summary_line(results: list[CheckResult]) -> str:
     bad = failed(results)
+    skipped = [r for r in results if r.skipped]
+    tail = f", {len(skipped)} skipped (no figure)" if skipped else ""
     if not bad:
-        return f"all {len(results)} checks passed"
-    return f"{len(bad)} of {len(results)} checks failed"
+        return f"all {len(results)} checks passed{tail}"
+    return f"{len(bad)} of {len(results)} checks failed{tail}"

@@ -27,11 +27,14 @@ def from_results(results: list[checks_mod.CheckResult], suite: str = "tracekit.c
     root = ET.Element("testsuites", name="tracekit", tests=str(len(results)),
                       failures=str(len(failures)), errors="0")
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(results)),
-                       failures=str(len(failures)), errors="0", skipped="0")
+                       failures=str(len(failures)), errors="0",
+                       skipped=str(sum(r.skipped for r in results)))
     for r in results:
         case = ET.SubElement(ts, "testcase", classname=f"{suite}.{clean(r.check)}",
                              name=clean(r.scope))
-        if r.passed:
+        if r.skipped:
+            ET.SubElement(case, "skipped", message=clean(r.message))
+        elif r.passed:
             ET.SubElement(case, "system-out").text = clean(r.message)
         else:
             fail = ET.SubElement(case, "failure", message=clean(r.message), type=r.check)
