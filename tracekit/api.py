@@ -157,4 +157,4 @@ def analyze_simple(path: str | Path, *, hardware: str | Path | None = None,
     return analyze(path, LoadOptions(jobs=jobs, on_error=on_error,
                                      cache_dir=Path(cache_dir) if cache_dir else None),
                    AnalyzeOptions(topology=topo, rules_files=tuple(Path(r) for r in rules),
-                                  hardware=hw))
+                                  hardware=hw, layout=layout.get("layout")))
