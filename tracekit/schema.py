@@ -120,6 +120,8 @@ MEMCPY_NS = "memcpy_ns"
 IDLE_NS = "idle_ns"
 COUNT = "count"
 LATENCY_BOUND = "latency_bound"  # measure
+TIME_SOURCE = "time_source"  # coverage: where transfer / wait came from (schema.TimeSource)
+BOUND_STATUS = "bound_status"  # coverage: why a bound / efficiency is there or not
 
 # run metadata (PROCESS_GROUPS, RANK_INFO)
 BACKEND = "backend"
@@ -402,16 +404,26 @@ MEASURED = pa.schema(
         _f(MSG_BYTES, pa.int64(), "message size S (nccl-tests convention)", "B"),
         _f(N_RANKS, pa.int32(), "ranks taking part", "ranks"),
         _f(LINK_CLASS, _DICT, "link class used for the bound (nvlink, ib, hccs, pcie, gloo...)"),
-        _f(TRANSFER_NS, pa.int64(), "transfer time: the minimum duration over ranks", "ns"),
-        _f(WAIT_NS, pa.int64(), "this rank's duration minus the transfer time", "ns"),
-        _f(SKEW_NS, pa.int64(), "this rank's start minus the earliest start of the instance", "ns"),
-        _f(BOUND_NS, pa.int64(), "alpha-beta lower bound for this collective", "ns"),
-        _f(EFFICIENCY, pa.float64(), "bound / transfer time", "ratio"),
+        _f(TRANSFER_NS, pa.int64(), "transfer time: the minimum duration over the ranks seen, "
+           "or the profiler's own transit time (time_source); null when it cannot be told "
+           "from wait (one member of a larger communicator seen)", "ns"),
+        _f(WAIT_NS, pa.int64(), "this rank's duration minus the transfer time (the profiler's "
+           "wait when time_source is 'profiler'); null when transfer is null", "ns"),
+        _f(SKEW_NS, pa.int64(), "this rank's start minus the earliest start of the instance; "
+           "null when no other member was seen", "ns"),
+        _f(BOUND_NS, pa.int64(), "alpha-beta lower bound for this collective over the "
+           "communicator's real size and known bytes; null when either is unknown", "ns"),
+        _f(EFFICIENCY, pa.float64(), "bound / transfer time; null when either is unknown or "
+           "the ratio is physically impossible (bound_status)", "ratio"),
         _f(ALGBW_GBPS, pa.float64(), "S / transfer time", "GB/s (1e9)"),
         _f(BUSBW_GBPS, pa.float64(), "algbw x nccl-tests bus factor", "GB/s (1e9)"),
         _f(EXPOSED_NS, pa.int64(), "part not overlapped by compute on the same device", "ns"),
         _f(LATENCY_BOUND, pa.bool_(), "the bound's latency term alpha is at least its "
            "bandwidth term: efficiency then compares with a modelled latency"),
+        _f(TIME_SOURCE, _DICT, "where transfer and wait came from (schema.TimeSource); null: "
+           "not separable"),
+        _f(BOUND_STATUS, _DICT, "why the bound and efficiency are there or null "
+           "(schema.BoundStatus)"),
     ],
     metadata={"table": "MEASURED", "schema_version": SCHEMA_VERSION},
 )
@@ -573,6 +585,7 @@ FITS = pa.schema(
         _f(PROFILE_BW_GBPS, pa.float64(), "the hardware profile's achievable bus bandwidth",
            "GB/s (1e9)"),
         _f(METHOD, _DICT, "fit method (theil-sen, median when the sizes do not vary)"),
+        _f(REASON, pa.string(), "why no fit was made (alpha and bandwidth null), else null"),
     ],
     metadata={"table": "FITS", "schema_version": SCHEMA_VERSION},
 )
@@ -842,6 +855,114 @@ FR = pa.schema(
 TABLES.update({"FR": FR})
 
 # --- end flight recorder ---
+# --- coverage --- (tracekit.measure.coverage and .evidence: what the figures rest on)
+
+SCOPE = "scope"
+SIZE_SOURCE = "size_source"
+RANKS_PRESENT = "ranks_present"
+RANKS_ABSENT = "ranks_absent"
+MISSING_RANKS = "missing_ranks"
+WITH_BYTES = "with_bytes"
+WITH_COMM_META = "with_comm_meta"
+WITH_CALL_SITE = "with_call_site"
+MATCHED = "matched"
+WITH_TRANSFER = "with_transfer"
+WITH_BOUND = "with_bound"
+WITH_EFFICIENCY = "with_efficiency"
+EXCEEDED = "exceeded"
+IN_GRAPH = "in_graph"
+GRAPH_REPLAYS = "graph_replays"
+CLOCKS = "clocks"
+CLOCK_SPREAD_NS = "clock_spread_ns"
+
+
+class TimeSource:
+    """Values of ``time_source`` in MEASURED: how transfer and wait were obtained."""
+
+    ALL_RANKS = "all_ranks"  # min duration over every member of the communicator
+    SOME_RANKS = "some_ranks"  # min over 2+ members, not all (or the size is unknown): an upper
+    # bound of the transfer, a lower bound of the wait
+    ONE_MEMBER = "one_member"  # a communicator of one: the duration, no wait
+    PROFILER = "profiler"  # the profiler's own per-op transit / wait (Ascend communication)
+
+    ALL = (ALL_RANKS, SOME_RANKS, ONE_MEMBER, PROFILER)
+
+
+class BoundStatus:
+    """Values of ``bound_status`` in MEASURED: why a bound / efficiency is there or not."""
+
+    OK = "ok"  # bound and efficiency known
+    NO_PROFILE = "no_profile"  # no --hardware profile: no bound
+    NO_GROUP_SIZE = "no_group_size"  # the communicator's size is unknown
+    ONE_MEMBER = "one_member"  # a communicator of one moves nothing: no bound
+    NO_SIZE = "no_size"  # the message bytes are unknown
+    NO_MODEL = "no_model"  # no alpha-beta formula for this op (barrier, fused, other)
+    NO_TRANSFER = "no_transfer"  # bound known, transfer not separable from wait: no efficiency
+    EXCEEDED = "exceeded"  # bound / transfer above 1 + the profile's tolerance: an input is
+    # wrong; bound and efficiency withheld, a measure.bound-exceeded finding says which
+
+    ALL = (OK, NO_PROFILE, NO_GROUP_SIZE, ONE_MEMBER, NO_SIZE, NO_MODEL, NO_TRANSFER, EXCEEDED)
+
+
+class Scope:
+    """Values of ``scope`` in COVERAGE."""
+
+    RUN = "run"
+    COMMUNICATOR = "communicator"
+
+
+class Clocks:
+    """Values of ``clocks`` in COVERAGE (run row)."""
+
+    SINGLE_RANK = "single rank"  # nothing to align
+    ONE_HOST = "one host"  # every rank on one host: one clock
+    ALIGNED = "aligned"  # collective ends agree across ranks within CLOCK_TOLERANCE_NS
+    NOT_ALIGNED = "not aligned"  # they do not: skew and straggler figures are not meaningful
+    UNKNOWN = "unknown"  # several hosts and no collective matched across ranks
+
+
+# One row for the run (scope 'run') and one per communicator (scope 'communicator'; the
+# collectives whose communicator nothing identifies share one row with a null key). Counts
+# are collective instances on ranks (MEASURED rows).
+COVERAGE = pa.schema(
+    [
+        _f(SCOPE, _DICT, "'run' or 'communicator' (schema.Scope)", nullable=False),
+        _f(GROUP, _DICT, "communicator role (most frequent group label of its collectives)"),
+        _f(PG_NAME, _DICT, "process group / HCCL communicator name when the trace gives it"),
+        _f(PG_DESC, _DICT, "process group description when the trace gives it"),
+        _f(MEMBERS, _I32_LIST, "global ranks of the communicator, when known"),
+        _f(GROUP_SIZE, pa.int32(), "the communicator's real size (run row: the world size); "
+           "null when nothing says", "ranks"),
+        _f(SIZE_SOURCE, _DICT, "where the size came from: group_size (trace args / Ascend "
+           "communication matrix), pg_ranks, process_groups (pg_config), topology, world_size"),
+        _f(RANKS_PRESENT, pa.int32(), "members whose traces are in the run", "ranks"),
+        _f(RANKS_ABSENT, pa.int32(), "members whose traces are absent (size - present); null "
+           "when the size is unknown", "ranks"),
+        _f(MISSING_RANKS, _I32_LIST, "the absent members, when the members are known"),
+        _f(COUNT, pa.int64(), "collective instances on ranks"),
+        _f(WITH_BYTES, pa.int64(), "of which the trace gives the bytes"),
+        _f(WITH_COMM_META, pa.int64(), "of which the trace names the communicator (process "
+           "group name / description / ranks / size, or a comms id)"),
+        _f(WITH_CALL_SITE, pa.int64(), "of which the Python call site is known"),
+        _f(MATCHED, pa.int64(), "of which another member's instance was found"),
+        _f(WITH_TRANSFER, pa.int64(), "of which transfer is separated from wait"),
+        _f(WITH_BOUND, pa.int64(), "of which the alpha-beta bound is known"),
+        _f(WITH_EFFICIENCY, pa.int64(), "of which the efficiency is known (bound and transfer)"),
+        _f(EXCEEDED, pa.int64(), "of which bound / transfer exceeded 1 + tolerance (withheld)"),
+        _f(IN_GRAPH, pa.int64(), "of which ran inside a CUDA-graph replay"),
+        _f(EFFICIENCY, pa.float64(), "sum of bounds / sum of transfers over the collectives "
+           "with an efficiency", "ratio"),
+        _f(GRAPH_REPLAYS, pa.int64(), "CUDA-graph launches seen (run row only)"),
+        _f(CLOCKS, _DICT, "run row: whether rank clocks agree (schema.Clocks)"),
+        _f(CLOCK_SPREAD_NS, pa.int64(), "run row: median over matched instances of the spread "
+           "of their end times across ranks", "ns"),
+    ],
+    metadata={"table": "COVERAGE", "schema_version": SCHEMA_VERSION},
+)
+
+TABLES.update({"COVERAGE": COVERAGE})
+
+# --- end coverage ---
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.measure.bounds import A2A_OPS
-from tracekit.measure.crossrank import N_SEEN, frame, table_of
+from tracekit.measure.crossrank import N_GROUP, N_SEEN, frame, table_of
 from tracekit.measure.hardware import LOCAL, HardwareProfile
 from tracekit.measure.placement import I64, pair_link
 from tracekit.schema import Op
@@ -120,7 +120,9 @@ def summary(matrix: pa.Table, matched: pd.DataFrame, profile: HardwareProfile | 
     agg = agg.reset_index()
     first = matched.drop_duplicates(schema.INSTANCE).set_index(schema.INSTANCE)
     info = first.loc[agg[schema.INSTANCE]]
-    n = info[schema.GROUP_SIZE].fillna(info[N_SEEN]).to_numpy(dtype=np.float64)
+    # the communicator's real size (measure.evidence), not the ranks that happen to be seen
+    n = (info[N_GROUP] if N_GROUP in info else info[schema.GROUP_SIZE].fillna(
+        info[N_SEEN])).to_numpy(dtype=np.float64, na_value=np.nan)
     mean = agg["dsum"].to_numpy() / np.maximum(n, 1)
     alpha, bw = _link_params(agg[schema.LINK_CLASS], profile,
                              peers_in_box.reindex(agg[schema.INSTANCE]).to_numpy(),
@@ -128,7 +130,8 @@ def summary(matrix: pa.Table, matched: pd.DataFrame, profile: HardwareProfile | 
     dmax = agg["dmax"].to_numpy(dtype=np.float64)
     bound = alpha + dmax / bw
     balanced = alpha + mean / bw
-    transfer = info[schema.TRANSFER_NS].to_numpy(dtype=np.float64)
+    transfer_exact = info[schema.TRANSFER_NS].astype("Int64").to_numpy()
+    transfer = info[schema.TRANSFER_NS].to_numpy(dtype=np.float64, na_value=np.nan)
     inst_bound = pd.Series(bound).groupby(agg[schema.INSTANCE].to_numpy()).transform("max")
     out = pd.DataFrame({
         schema.INSTANCE: agg[schema.INSTANCE].to_numpy(),
@@ -139,12 +142,12 @@ def summary(matrix: pa.Table, matched: pd.DataFrame, profile: HardwareProfile | 
         schema.SEND_BYTES: agg["send"].to_numpy(), schema.RECV_BYTES: agg["recv"].to_numpy(),
         schema.MEAN_BYTES: mean,
         schema.IMBALANCE: np.where(mean > 0, dmax / np.where(mean > 0, mean, 1), np.nan),
-        schema.TRANSFER_NS: transfer,
+        schema.TRANSFER_NS: transfer_exact,
         schema.BOUND_NS: bound, schema.BALANCED_NS: balanced,
         schema.LOST_IMBALANCE_NS: bound - balanced,
         schema.LOST_LINKS_NS: transfer - inst_bound.to_numpy(),
     })
-    for col in (schema.TRANSFER_NS, schema.BOUND_NS, schema.BALANCED_NS,
+    for col in (schema.BOUND_NS, schema.BALANCED_NS,
                 schema.LOST_IMBALANCE_NS, schema.LOST_LINKS_NS, schema.SEND_BYTES,
                 schema.RECV_BYTES, schema.N_RANKS, schema.LAYER):
         out[col] = pd.array(np.rint(out[col].to_numpy(dtype=np.float64)), dtype="Int64")

@@ -2,15 +2,18 @@
 
 Each rank file holds one row per collective it ran (``is_instance``). The same collective on
 different ranks is matched by, in order of preference: the Comms Id; the process group's
-sequence number; else its order among the collectives of the same group on that rank, the
-group being keyed by its member ranks (else its process-group name, else its group label; a
-row with none of these is left unmatched) (BOUNDS_AND_PEERS.md sections 6-7; TraceLens and msprof
-use the same minimum-duration definition).
+sequence number; else its order among the collectives of the same communicator on that rank.
+The communicator is keyed by its member ranks (else its process-group name, else its group
+label) and the key always holds the op (its family: all_to_all and all_to_allv are one, send
+and recv are one), so two instances of different communicators or kinds are never one; a row
+whose communicator nothing identifies is left unmatched (BOUNDS_AND_PEERS.md sections 6-7;
+TraceLens and msprof use the same minimum-duration definition).
 
 Per instance: transfer = min over ranks of the duration (the time the data took once every
 rank had arrived), wait = a rank's duration minus that, skew = its start minus the earliest
-start. The straggler of an instance is the rank that started last; its weight is the wait it
-caused the others.
+start. ``tracekit.measure.evidence`` then withholds them where too few members were seen.
+The straggler of an instance is the rank that started last; its weight is the wait it
+caused the others. Times stay integers: no ``*_ns`` value passes through a float.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema
-from tracekit.schema import KernelClass
+from tracekit.schema import KernelClass, Op
 
 STRAGGLER_MIN_SHARE = 0.5
 STRAGGLER_MIN_WAIT_FRACTION = 0.05
@@ -34,12 +37,19 @@ MEMBERS = "_members"
 KEY = "_key"
 N_SEEN = "_n_seen"
 LAST = "_last"
+N_GROUP = "_n_group"  # the communicator's real size (measure.evidence.group_size)
+FROM_TOPOLOGY = "_members_from_topology"  # the members were filled in from the layout
+
+# ops that are one collective whichever variant a rank recorded (the matching key's op)
+OP_FAMILY = {Op.ALL_TO_ALLV: Op.ALL_TO_ALL, Op.ALL_GATHERV: Op.ALL_GATHER,
+             Op.REDUCE_SCATTERV: Op.REDUCE_SCATTER, Op.SEND: Op.SEND_RECV, Op.RECV: Op.SEND_RECV}
 
 _COLUMNS = (
     schema.RANK, schema.EVENT_ID, schema.PID, schema.TS_NS, schema.DUR_NS, schema.NAME,
     schema.OP, schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
     schema.IN_BYTES, schema.OUT_BYTES, schema.IN_SPLIT, schema.OUT_SPLIT, schema.GROUP_SIZE,
     schema.PG_NAME, schema.PG_RANKS, schema.SEQ, schema.COMMS_ID, schema.LOGICAL_ID,
+    schema.PG_DESC, schema.CALL_SITE, schema.CORRELATION,
 )
 
 
@@ -55,6 +65,7 @@ def frame(table: pa.Table) -> pd.DataFrame:
 _META = (
     schema.OP, schema.IN_BYTES, schema.OUT_BYTES, schema.IN_SPLIT, schema.OUT_SPLIT,
     schema.GROUP_SIZE, schema.PG_NAME, schema.PG_RANKS, schema.SEQ, schema.COMMS_ID,
+    schema.PG_DESC, schema.CALL_SITE,
 )
 
 
@@ -62,8 +73,45 @@ def _mask(values: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.bool_]:
     return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
+def int_array(col: pd.Series) -> pa.Array:
+    """An int64 array of ``col`` without a float round trip where the values are integers.
+
+    Integer columns (numpy or nullable) and object columns of Python ints convert exactly;
+    only a genuinely float column (a modelled bound, say) is rounded.
+    """
+    if pd.api.types.is_bool_dtype(col.dtype):
+        return pa.array(col.astype("Int64"), type=pa.int64(), from_pandas=True)
+    if pd.api.types.is_integer_dtype(col.dtype):
+        return pa.array(col, type=pa.int64(), from_pandas=True)
+    if col.dtype == object:
+        obj = col.where(col.notna(), None)
+        try:
+            return pa.array(obj.tolist(), type=pa.int64())  # exact ints (floats must be whole)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass
+    values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
+    return pa.array(np.rint(np.nan_to_num(values)).astype(np.int64), mask=np.isnan(values))
+
+
+def int_frame(table: pa.Table) -> pd.DataFrame:
+    """``frame`` with integer columns as pandas nullable integers: nulls stay nulls and the
+    values stay exact (a plain to_pandas turns an int column with nulls into float64)."""
+    df = frame(table)
+    for f in table.schema:
+        if pa.types.is_integer(f.type) and df[f.name].dtype.kind == "f":
+            df[f.name] = pd.Series(pd.arrays.IntegerArray(
+                *_int_parts(table.column(f.name))), index=df.index)
+    return df
+
+
+def _int_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    values = np.asarray(pc.fill_null(col, 0).cast(pa.int64()).to_numpy(), dtype=np.int64)
+    mask = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
+    return values, mask
+
+
 def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
-    """A pandas frame as a table of ``target`` (NaN -> null, floats rounded into ints)."""
+    """A pandas frame as a table of ``target`` (NaN -> null; integer values kept exact)."""
     arrays = []
     for f in target:
         typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
@@ -75,14 +123,13 @@ def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
             obj = col.astype(object)
             arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
         elif pa.types.is_integer(typ):
-            values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-            arrays.append(pa.array(np.rint(np.nan_to_num(values)).astype(np.int64),
-                                   mask=np.isnan(values)).cast(typ))
+            arrays.append(int_array(col).cast(typ))
         elif pa.types.is_boolean(typ):
             obj = col.astype(object)
             arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
         elif pa.types.is_list(typ):
-            arrays.append(pa.array(col.tolist(), type=typ))
+            arrays.append(pa.array([v if isinstance(v, list | tuple | np.ndarray) else None
+                                    for v in col.tolist()], type=typ))
         else:
             arrays.append(pa.array(col, type=typ, from_pandas=True))
     table = pa.Table.from_arrays(arrays, names=[f.name for f in target])
@@ -113,6 +160,7 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     members = pa.array(df[schema.PG_RANKS].tolist(), type=pa.list_(pa.int64())).cast(
         pa.list_(pa.string()))
     df[MEMBERS] = pc.binary_join(members, ",").to_pandas()
+    df[FROM_TOPOLOGY] = False
     df[END] = df[schema.TS_NS] + df[schema.DUR_NS]
     return _merge_logical(df)
 
@@ -158,6 +206,7 @@ def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:
     lists = keys.map(found)
     out = df.copy()
     out.loc[need, MEMBERS] = lists.map(lambda m: ",".join(map(str, m)), na_action="ignore")
+    out[FROM_TOPOLOGY] = need & out[MEMBERS].notna()
     no_ranks = need & out[schema.PG_RANKS].isna()
     out[schema.PG_RANKS] = out[schema.PG_RANKS].astype(object)
     out.loc[no_ranks, schema.PG_RANKS] = lists[no_ranks[need].to_numpy()].map(
@@ -179,6 +228,12 @@ def _merge_logical(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([df[~has], first], ignore_index=True)
 
 
+def communicator_key(df: pd.DataFrame) -> pd.Series:
+    """The communicator of each row as a string: its members, else its process-group name,
+    else its group label; NaN when nothing identifies it."""
+    return df[MEMBERS].fillna(df[schema.PG_NAME]).fillna(df[schema.GROUP])
+
+
 def match(df: pd.DataFrame) -> pd.DataFrame:
     """Add instance, transfer, wait, skew, n_seen and last-arrival columns to instance rows."""
     out = df.sort_values([schema.TS_NS, schema.RANK], kind="stable").reset_index(drop=True)
@@ -187,16 +242,21 @@ def match(df: pd.DataFrame) -> pd.DataFrame:
             out[c] = pd.Series(dtype="int64")
         out[LAST] = pd.Series(dtype=bool)
         return out
-    members = out[MEMBERS].fillna(out[schema.PG_NAME]).fillna(out[schema.GROUP])
+    members = communicator_key(out)
     # nothing says which communicator it ran on: not matched across ranks (no guessing)
     unknown = members.isna()
     members = members.where(~unknown, "?r" + out[schema.RANK].astype(str)).astype(str)
     ordinal = out.groupby([out[schema.RANK], members], sort=False).cumcount().astype(str)
-    by_order = "o" + members + "#" + ordinal
-    by_seq = "s" + members + "#" + out[schema.SEQ].astype("Int64").astype(str)
+    op = out[schema.OP].astype(object).map(lambda v: OP_FAMILY.get(v, v)).fillna("?")
+    ident = op.astype(str) + "@" + members
+    by_order = "o" + ident + "#" + ordinal
+    by_seq = "s" + ident + "#" + out[schema.SEQ].astype("Int64").astype(str)
     by_id = "c" + out[schema.COMMS_ID].astype("UInt64").astype(str)
     key = by_order.where(out[schema.SEQ].isna(), by_seq)
-    out[KEY] = key.where(out[schema.COMMS_ID].isna(), by_id)
+    key = key.where(out[schema.COMMS_ID].isna(), by_id)
+    # an unidentified row is its own instance, whatever its sequence number says
+    out[KEY] = key.where(~unknown, "u" + out[schema.RANK].astype(str) + "#"
+                         + pd.Series(np.arange(len(out)), index=out.index).astype(str))
     out[schema.INSTANCE] = pd.factorize(out[KEY])[0].astype("int64")
     g = out.groupby(schema.INSTANCE, sort=False)
     transfer = g[schema.DUR_NS].transform("min")
@@ -219,8 +279,8 @@ def stragglers(matched: pd.DataFrame) -> pa.Table:
         schema.RANK: multi[schema.RANK],
         schema.COUNT: 1,
         schema.LAST_COUNT: multi[LAST].astype("int64"),
-        schema.CAUSED_WAIT_NS: caused.astype("int64"),
-        schema.WAIT_NS: multi[schema.WAIT_NS].astype("int64"),
+        schema.CAUSED_WAIT_NS: caused.fillna(0).astype("int64"),
+        schema.WAIT_NS: multi[schema.WAIT_NS].fillna(0).astype("int64"),
     }).groupby(schema.RANK, as_index=False).sum()
     all_wait = float(per[schema.WAIT_NS].sum())
     per[schema.SHARE] = per[schema.CAUSED_WAIT_NS] / all_wait if all_wait > 0 else 0.0

@@ -31,8 +31,12 @@ LOCAL = "local"  # pseudo link class of a rank's traffic to itself
 
 _PROFILE_KEYS = {
     "name", "description", "ranks_per_node", "nics_per_node", "intra", "inter", "links",
-    "measured", "source",
+    "measured", "source", "tolerance",
 }
+# bound / transfer may exceed 1 by this much before it is taken for a wrong input rather than
+# timing noise or a bandwidth a little above the profile's achievable one (profile key
+# ``tolerance`` overrides it)
+DEFAULT_TOLERANCE = 0.10
 _PROFILE_REQUIRED = {"name", "links", "intra"}
 _LINK_KEYS = {
     "nominal_gbps", "achievable_gbps", "nvls_gbps", "alpha_us", "latency_base_us",
@@ -95,6 +99,7 @@ class HardwareProfile:
     description: str = ""
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    tolerance: float = DEFAULT_TOLERANCE  # efficiency above 1 + tolerance: an input is wrong
 
     def link(self, name: str) -> LinkClass:
         return self.links[name]
@@ -196,6 +201,8 @@ def parse_profile(data: Any, path: str) -> HardwareProfile:
                                   or value < 1):
             raise ConfigError(f"{key} must be a positive integer or null", path)
         counts[key] = value
+    tolerance = data.get("tolerance", DEFAULT_TOLERANCE)
+    tolerance = _number(tolerance, "tolerance", path, positive=False)
     measured = data.get("measured") or {}
     if not isinstance(measured, dict):
         raise ConfigError("measured must be a mapping", path)
@@ -209,6 +216,7 @@ def parse_profile(data: Any, path: str) -> HardwareProfile:
         description=str(data.get("description", "")),
         measured=dict(measured),
         path=path,
+        tolerance=tolerance,
     )
 
 

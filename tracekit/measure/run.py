@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import api, schema
-from tracekit.measure import a2a, crossrank, fit
+from tracekit.measure import a2a, coverage, crossrank, evidence, fit
 from tracekit.measure.bounds import (
     A2A_OPS,
     bus_factor_v,
@@ -28,15 +28,9 @@ from tracekit.measure.hardware import HardwareProfile, load_profile
 from tracekit.measure.phases import build_timeline, exposed_ns, time_classes
 from tracekit.measure.phasetable import phase_table
 from tracekit.measure.placement import group_layout, rank_nodes
-from tracekit.schema import KernelClass, Op
+from tracekit.schema import BoundStatus, KernelClass, Op
 
 NODES, PER_NODE = "nodes", "per_node"
-
-
-def _group_size(df: pd.DataFrame) -> pd.Series:
-    from_members = df[crossrank.MEMBERS].str.count(",") + 1
-    n = df[schema.GROUP_SIZE].astype("Float64").fillna(from_members.astype("Float64"))
-    return n.fillna(df[crossrank.N_SEEN].astype("Float64")).astype("float64")
 
 
 def _bounds(df: pd.DataFrame, n: np.ndarray, size: np.ndarray,
@@ -106,15 +100,20 @@ class _Sized:
     alpha: np.ndarray
     matrix: pa.Table
     summary: pa.Table
+    profile: HardwareProfile | None = None
 
 
 def size_and_bound(df: pd.DataFrame, run: api.Run, profile: HardwareProfile | None) -> _Sized:
+    """Group size, S, link class and bound per matched row; also separates transfer from
+    wait where the evidence allows (measure.evidence: a lone member's wait is unknown)."""
     members = pa.array(df[schema.PG_RANKS].astype(object).where(df[schema.PG_RANKS].notna(),
                                                                  None).tolist(),
                        type=pa.list_(pa.int64())).flatten().to_numpy()
     ranks = np.concatenate([df[schema.RANK].to_numpy(dtype=np.int64), members])
     nodes = rank_nodes(run.rank_info, ranks, profile)
-    n = _group_size(df).to_numpy()
+    n = evidence.group_size(df, run.process_groups).to_numpy()
+    df[crossrank.N_GROUP] = n
+    evidence.split_times(df, n, evidence.profiler_times(run.extra))
     layout = group_layout(df[crossrank.MEMBERS], pd.Series(n, index=df.index), nodes)
     df[NODES], df[PER_NODE] = layout[NODES], layout[PER_NODE]
     ops = df[schema.OP].to_numpy(dtype=object)
@@ -129,29 +128,53 @@ def size_and_bound(df: pd.DataFrame, run: api.Run, profile: HardwareProfile | No
     _a2a_overrides(df, summary, a2a.instance_bytes(matrix), link, bound, size)
     if profile is not None and profile.inter != profile.intra:  # inter-node-bound: its alpha
         alpha = np.where(link == profile.inter, profile.inter_link.alpha_us * 1e3, alpha)
-    return _Sized(n, size, link, bound, alpha, matrix, summary)
+    # a bound needs the communicator's real size (more than one member) and known bytes
+    bound = np.where((n > 1) & np.isfinite(size), bound, np.nan)
+    return _Sized(n, size, link, bound, alpha, matrix, summary, profile)
 
 
 def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.DataFrame:
     """MEASURED rows as a frame: times from crossrank, sizes and bounds, exposed time."""
     ops = df[schema.OP].to_numpy(dtype=object)
-    transfer = df[schema.TRANSFER_NS].to_numpy(dtype=np.float64)
+    transfer = df[schema.TRANSFER_NS].to_numpy(dtype=np.float64, na_value=np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(transfer > 0, sized.size / transfer, np.nan)
         efficiency = np.where(transfer > 0, sized.bound / transfer, np.nan)
+    status = evidence.bound_status(sized.n, sized.size, sized.bound, transfer,
+                                   sized.profile is not None)
+    tolerance = sized.profile.tolerance if sized.profile is not None else np.inf
+    exceeded = np.isfinite(efficiency) & (efficiency > 1.0 + tolerance)
+    status[exceeded] = BoundStatus.EXCEEDED
+    bound = np.where(exceeded, np.nan, sized.bound)
     measured = df[[schema.RANK, schema.EVENT_ID, schema.INSTANCE, schema.NAME, schema.OP,
                    schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
                    schema.TS_NS, schema.DUR_NS, schema.TRANSFER_NS, schema.WAIT_NS,
-                   schema.SKEW_NS]].copy()
+                   schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]].copy()
     latency = pd.Series(sized.alpha >= sized.bound - sized.alpha, dtype="boolean",
                         index=df.index)
     measured = measured.assign(**{
         schema.LINK_CLASS: sized.link, schema.MSG_BYTES: sized.size, schema.N_RANKS: sized.n,
-        schema.BOUND_NS: sized.bound, schema.EFFICIENCY: efficiency, schema.ALGBW_GBPS: algbw,
-        schema.BUSBW_GBPS: algbw * bus_factor_v(ops, sized.n), schema.EXPOSED_NS: exposed,
-        schema.LATENCY_BOUND: latency.where(np.isfinite(sized.bound), pd.NA),
+        schema.BOUND_NS: bound, schema.EFFICIENCY: np.where(exceeded, np.nan, efficiency),
+        schema.ALGBW_GBPS: algbw,
+        schema.BUSBW_GBPS: algbw * bus_factor_v(ops, sized.n),
+        schema.EXPOSED_NS: pd.array(np.asarray(exposed), dtype="Int64")
+        if np.issubdtype(np.asarray(exposed).dtype, np.integer) else exposed,
+        schema.LATENCY_BOUND: latency.where(np.isfinite(bound), pd.NA),
+        schema.BOUND_STATUS: status, evidence.RAW_BOUND: sized.bound,
+        evidence.RAW_EFF: efficiency,
     })
-    return measured.replace([np.inf, -np.inf], np.nan)
+    float_cols = [schema.MSG_BYTES, schema.N_RANKS, schema.BOUND_NS, schema.EFFICIENCY,
+                  schema.ALGBW_GBPS, schema.BUSBW_GBPS, evidence.RAW_BOUND, evidence.RAW_EFF]
+    measured[float_cols] = measured[float_cols].replace([np.inf, -np.inf], np.nan)
+    return measured
+
+
+def bound_findings(measured: pd.DataFrame, sized: _Sized) -> pa.Table:
+    """measure.bound-exceeded findings of a measured_frame."""
+    profile = sized.profile
+    if profile is None:
+        return schema.empty(schema.FINDINGS)
+    return evidence.exceeded_findings(measured, profile.name, profile.tolerance)
 
 
 def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions) -> api.Analysis:
@@ -168,6 +191,7 @@ def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions)
                          df[crossrank.END].to_numpy(dtype=np.int64), fused)
     measured = measured_frame(df, sized, exposed)
     measured_table = crossrank.table_of(measured, schema.MEASURED)
+    cover = coverage.coverage_table(run, df, measured)
     ops = df[schema.OP].to_numpy(dtype=object)
     inst = measured.assign(**{fit.BUS_BYTES: sized.size * bus_factor_v(ops, sized.n)})
     strag = crossrank.stragglers(df)
@@ -175,18 +199,24 @@ def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions)
         run=run,
         attributed=attributed,
         measured=measured_table,
-        phases=phase_table(tl, attributed, crossrank.frame(measured_table)),
+        phases=phase_table(tl, attributed, crossrank.int_frame(measured_table)),
         tables={
             "time_classes": time_classes(tl),
             "a2a_matrix": sized.matrix,
             "a2a": sized.summary,
             "fits": fit.fit_table(inst.drop_duplicates(schema.INSTANCE), profile),
             "stragglers": strag,
+            "coverage": cover,
         },
-        findings=crossrank.straggler_findings(strag, df),
+        findings=_concat(crossrank.straggler_findings(strag, df),
+                         bound_findings(measured, sized), coverage.findings(cover)),
     )
     analysis.info["hardware"] = _profile_info(profile)
     return analysis
+
+
+def _concat(*tables: pa.Table) -> pa.Table:
+    return pa.concat_tables([schema.conform(t, schema.FINDINGS) for t in tables])
 
 
 def _profile_info(profile: HardwareProfile | None) -> dict[str, object] | None:
@@ -194,6 +224,6 @@ def _profile_info(profile: HardwareProfile | None) -> dict[str, object] | None:
         return None
     return {
         "name": profile.name, "path": profile.path, "intra": profile.intra,
-        "inter": profile.inter,
+        "inter": profile.inter, "tolerance": profile.tolerance,
         "unverified": {k: list(v.unverified) for k, v in profile.links.items() if v.unverified},
     }
