@@ -214,15 +214,21 @@ def _ints(value: object) -> list[int] | None:
     return None
 
 
+def _text(value: object) -> str | None:
+    """A frame cell as text: None for a missing value (pandas gives NaN)."""
+    return value if isinstance(value, str) else None
+
+
 def _finding(r: dict[str, object], world: bool) -> dict[str, object]:
     size = int(float(str(r[schema.GROUP_SIZE])))
     present = int(float(str(r[schema.RANKS_PRESENT])))
     missing, members = _ints(r[schema.MISSING_RANKS]), _ints(r[schema.MEMBERS])
+    group = _text(r[schema.GROUP])
     if world:
         what = f"the run's world ({size} ranks, from the traces' world size)"
     else:
-        name = r[schema.GROUP] if r[schema.GROUP] is not None else "a communicator"
-        pg = r[schema.PG_NAME]
+        name = group if group is not None else "a communicator"
+        pg = _text(r[schema.PG_NAME])
         what = (f"communicator {name}" + (f" (process group {pg})" if pg is not None else "")
                 + f" of {size} members (size from {r[schema.SIZE_SOURCE]})")
     gone = (f"; missing rank(s) {_ranks_text(missing)}" if missing else
@@ -239,6 +245,6 @@ def _finding(r: dict[str, object], world: bool) -> dict[str, object]:
                      f"matched={r[schema.MATCHED]}")
     return {
         schema.RULE_ID: RANKS_MISSING_RULE, schema.SEVERITY: "warning",
-        schema.RANKS: present_ranks, schema.GROUP: "WORLD" if world else r[schema.GROUP],
+        schema.RANKS: present_ranks, schema.GROUP: "WORLD" if world else group,
         schema.MESSAGE: msg, schema.EVIDENCE: evidence_text,
     }
