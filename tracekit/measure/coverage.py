@@ -208,6 +208,10 @@ def _ranks_text(ranks: list[int], limit: int = 16) -> str:
     return shown + (f",... ({len(ranks)} in all)" if len(ranks) > limit else "")
 
 
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _ints(value: object) -> list[int] | None:
     if isinstance(value, list | tuple | np.ndarray):
         return [int(x) for x in value]
@@ -221,8 +225,8 @@ def _finding(r: dict[str, object], world: bool) -> dict[str, object]:
     if world:
         what = f"the run's world ({size} ranks, from the traces' world size)"
     else:
-        name = r[schema.GROUP] if r[schema.GROUP] is not None else "a communicator"
-        pg = r[schema.PG_NAME]
+        name = _str(r[schema.GROUP]) or "a communicator"
+        pg = _str(r[schema.PG_NAME])
         what = (f"communicator {name}" + (f" (process group {pg})" if pg is not None else "")
                 + f" of {size} members (size from {r[schema.SIZE_SOURCE]})")
     gone = (f"; missing rank(s) {_ranks_text(missing)}" if missing else
@@ -239,6 +243,6 @@ def _finding(r: dict[str, object], world: bool) -> dict[str, object]:
                      f"matched={r[schema.MATCHED]}")
     return {
         schema.RULE_ID: RANKS_MISSING_RULE, schema.SEVERITY: "warning",
-        schema.RANKS: present_ranks, schema.GROUP: "WORLD" if world else r[schema.GROUP],
+        schema.RANKS: present_ranks, schema.GROUP: "WORLD" if world else _str(r[schema.GROUP]),
         schema.MESSAGE: msg, schema.EVIDENCE: evidence_text,
     }
