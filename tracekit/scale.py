@@ -470,9 +470,9 @@ def cross_rank(out: Path, ranks: list[int], options: AnalyzeOptions) -> dict[str
     import pandas as pd
 
     from tracekit.api import Run
-    from tracekit.measure import crossrank
+    from tracekit.measure import coverage, crossrank
     from tracekit.measure.hardware import load_profile
-    from tracekit.measure.run import measured_frame, size_and_bound
+    from tracekit.measure.run import bound_findings, measured_frame, size_and_bound
     from tracekit.rules.engine import resolve_topology
     from tracekit.rules.lints import run_lints
     from tracekit.rules.loader import load_rules
@@ -493,10 +493,13 @@ def cross_rank(out: Path, ranks: list[int], options: AnalyzeOptions) -> dict[str
     profile = load_profile(options.hardware) if options.hardware is not None else None
     sized = size_and_bound(matched, info, profile)
     exposed = matched[S.EXPOSED_NS].to_numpy(dtype=np.float64)
+    frame = measured_frame(matched, sized, exposed)
+    # the evidence findings: impossible efficiencies, communicators with members absent
+    evidence_findings = [bound_findings(frame, sized),
+                         coverage.findings(coverage.coverage_table(info, matched, frame))]
     measured = crossrank.table_of(
-        measured_frame(matched, sized, exposed).sort_values([S.RANK, S.TS_NS, S.EVENT_ID],
-                                                            kind="stable"), S.MEASURED)
-    del sized, exposed
+        frame.sort_values([S.RANK, S.TS_NS, S.EVENT_ID], kind="stable"), S.MEASURED)
+    del sized, exposed, frame
     strag = crossrank.stragglers(matched)
     strag_findings = S.conform(crossrank.straggler_findings(strag, matched), S.FINDINGS)
     del matched
@@ -504,7 +507,8 @@ def cross_rank(out: Path, ranks: list[int], options: AnalyzeOptions) -> dict[str
     units = S.conform(read_part(out, "units", ranks), S.COLLECTIVE_UNITS)
     lint_findings = S.conform(run_lints(units, rules, topo, info), S.FINDINGS)
     return {"measured": measured, "stragglers": strag,
-            "findings": pa.concat_tables([lint_findings, strag_findings])}
+            "findings": pa.concat_tables([lint_findings, strag_findings,
+                                          *(S.conform(f, S.FINDINGS) for f in evidence_findings)])}
 
 
 def analyze_partitioned(

@@ -23,11 +23,14 @@ def test_partitioned_analysis_writes_rank_partitions_and_a_bounded_report(
     with pytest.raises(SystemExit) as exc:
         main(["analyze", str(run), "--partitioned", str(out), "--hardware", "h200",
               "--json", str(tmp_path / "r.json"), "--jobs", "2"])
-    # THEN it succeeds, every rank has its partition and the report has bounded phases
+    # THEN it succeeds, every rank has its partition and no bound is printed as 0
     assert exc.value.code == 0
     assert sorted(p.name for p in (out / "events").iterdir()) == [f"rank={r}" for r in range(4)]
     text = capsys.readouterr().out
     assert "partitioned into" in text and "attention_reduce" in text
     doc = json.loads((tmp_path / "r.json").read_text())
-    bounded = [p for p in doc["phases"] if p.get("bound_ns")]
-    assert bounded, doc["phases"]
+    # (synth's collectives beat h200's NCCL latency model: the bounds are withheld as
+    # impossible, null rather than 0, and a finding names the inputs to check)
+    assert all(p.get("bound_ns") is None or p["bound_ns"] > 0 for p in doc["phases"])
+    exceeded = [f for f in doc["findings"] if f["rule_id"] == "measure.bound-exceeded"]
+    assert exceeded and all("profile (h200" in f["message"] for f in exceeded)

@@ -15,6 +15,7 @@ from tracekit import schema as S
 from tracekit.api import LoadOptions
 from tracekit.errors import BadInputError
 from tracekit.measure import crossrank
+from tracekit.measure.run import size_and_bound
 from tracekit.parsers import load_run
 from tracekit.scale import PARTS, analyze_partitioned, load_partitioned, part_path, unattributed
 from tracekit.synth import ModelShape, SynthConfig, synth_run
@@ -64,17 +65,19 @@ def test_cross_rank_from_the_subset_equals_the_whole_run(run_dir: Path, tmp_path
     run = load_run(run_dir, LoadOptions(jobs=1))
     whole = crossrank.match(crossrank.instance_rows(S.conform(unattributed(run.events),
                                                                 S.ATTRIBUTED)))
+    # (the measure stage then withholds transfer / wait where too few members were seen)
+    size_and_bound(whole, run, None)
     # WHEN the partitioned pipeline matches from the per-rank comm subsets only
     res = analyze_partitioned(run_dir, tmp_path / "out", load=LoadOptions(jobs=2),
                               attribute=False)
-    part = crossrank.frame(res.measured)
+    part = crossrank.int_frame(res.measured)
     # THEN every collective row has the same transfer, wait and skew
     key = [S.RANK, S.EVENT_ID]
     cols = [S.TRANSFER_NS, S.WAIT_NS, S.SKEW_NS, S.DUR_NS]
     a = whole.sort_values(key).reset_index(drop=True)[key + cols]
     b = part.sort_values(key).reset_index(drop=True)[key + cols]
     assert len(a) == len(b) > 0
-    assert (a.to_numpy() == b.to_numpy()).all()
+    assert a.astype("Int64").equals(b.astype("Int64"))
     # and the partitioned events read back are the parsed events
     back = load_partitioned(tmp_path / "out")
     assert back.events.num_rows == run.events.num_rows
@@ -171,10 +174,13 @@ def test_partitioned_bounds_equal_the_whole_run_measure(run_dir: Path, tmp_path:
                               options=options)
     # THEN every collective has the same size, link class, bound and efficiency
     key = [S.RANK, S.EVENT_ID]
-    cols = [S.MSG_BYTES, S.LINK_CLASS, S.BOUND_NS, S.EFFICIENCY, S.BUSBW_GBPS]
+    cols = [S.MSG_BYTES, S.LINK_CLASS, S.BOUND_NS, S.EFFICIENCY, S.BUSBW_GBPS, S.BOUND_STATUS]
     a = crossrank.frame(whole.measured).sort_values(key).reset_index(drop=True)[key + cols]
     b = crossrank.frame(res.measured).sort_values(key).reset_index(drop=True)[key + cols]
     assert len(a) == len(b) > 0
     # (collectives replayed without metadata, e.g. in CUDA graphs, have no size: no bound)
-    assert (b[S.BOUND_NS] > 0).sum() >= len(b) // 4
+    # (synth's 3 us NVLink alpha beats h200's NCCL latency model: those bounds are computed,
+    # then withheld as physically impossible, status 'exceeded', with a finding)
+    computed = b[S.BOUND_STATUS].isin([S.BoundStatus.OK, S.BoundStatus.EXCEEDED])
+    assert computed.sum() >= len(b) // 4
     assert a.astype(str).equals(b.astype(str))

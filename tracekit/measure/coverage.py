@@ -208,27 +208,25 @@ def _ranks_text(ranks: list[int], limit: int = 16) -> str:
     return shown + (f",... ({len(ranks)} in all)" if len(ranks) > limit else "")
 
 
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _ints(value: object) -> list[int] | None:
     if isinstance(value, list | tuple | np.ndarray):
         return [int(x) for x in value]
     return None
 
 
-def _text(value: object) -> str | None:
-    """A frame cell as text: None for a missing value (pandas gives NaN)."""
-    return value if isinstance(value, str) else None
-
-
 def _finding(r: dict[str, object], world: bool) -> dict[str, object]:
     size = int(float(str(r[schema.GROUP_SIZE])))
     present = int(float(str(r[schema.RANKS_PRESENT])))
     missing, members = _ints(r[schema.MISSING_RANKS]), _ints(r[schema.MEMBERS])
-    group = _text(r[schema.GROUP])
     if world:
         what = f"the run's world ({size} ranks, from the traces' world size)"
     else:
-        name = group if group is not None else "a communicator"
-        pg = _text(r[schema.PG_NAME])
+        name = _str(r[schema.GROUP]) or "a communicator"
+        pg = _str(r[schema.PG_NAME])
         what = (f"communicator {name}" + (f" (process group {pg})" if pg is not None else "")
                 + f" of {size} members (size from {r[schema.SIZE_SOURCE]})")
     gone = (f"; missing rank(s) {_ranks_text(missing)}" if missing else
@@ -245,6 +243,6 @@ def _finding(r: dict[str, object], world: bool) -> dict[str, object]:
                      f"matched={r[schema.MATCHED]}")
     return {
         schema.RULE_ID: RANKS_MISSING_RULE, schema.SEVERITY: "warning",
-        schema.RANKS: present_ranks, schema.GROUP: "WORLD" if world else group,
+        schema.RANKS: present_ranks, schema.GROUP: "WORLD" if world else _str(r[schema.GROUP]),
         schema.MESSAGE: msg, schema.EVIDENCE: evidence_text,
     }

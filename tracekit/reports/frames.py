@@ -21,6 +21,9 @@ SPAN_NS = s.SPAN_NS  # last event end minus first event start on a rank
 END_NS = "end_ns"
 BUSY_NS = "busy_ns"  # compute + fused + memcpy + exposed communication
 EXPOSED_COMM_PCT = "exposed_comm_pct"  # 100 x exposed / busy
+N_EFF = "n_eff"  # collectives of a path row with both a bound and a transfer (its eff is over them)
+_BOUNDED_TRANSFER = "_bounded_transfer"
+COVERAGE_TABLE = "coverage"  # Analysis.tables key of COVERAGE
 
 # The per-phase time columns summed from PHASES, in display order.
 PHASE_SUMS = (
@@ -153,7 +156,7 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
 
     Without MEASURED the instance rows of ATTRIBUTED give counts and durations only.
     """
-    cols = [*PATH_KEYS, *PATH_SUMS, s.EFFICIENCY]
+    cols = [*PATH_KEYS, *PATH_SUMS, N_EFF, s.EFFICIENCY]
     if has_rows(analysis.measured):
         m = to_frame(analysis.measured, [*PATH_KEYS, *PATH_SUMS[1:]])
     elif has_rows(analysis.attributed):
@@ -166,8 +169,14 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     else:
         return pd.DataFrame(columns=cols)
     m = m.assign(**{k: m[k].fillna("") for k in PATH_KEYS}, **{s.COUNT: 1})
-    sums = m.groupby(list(PATH_KEYS), sort=True)[list(PATH_SUMS)].sum(min_count=1).reset_index()
-    sums[s.EFFICIENCY] = _efficiency(sums)
+    # the efficiency is over the collectives with both a bound and a transfer only
+    both = m[s.BOUND_NS].notna() & m[s.TRANSFER_NS].notna()
+    m[_BOUNDED_TRANSFER] = m[s.TRANSFER_NS].where(both)
+    m[N_EFF] = both.astype("int64")
+    sums = m.groupby(list(PATH_KEYS), sort=True)[[*PATH_SUMS, N_EFF, _BOUNDED_TRANSFER]].sum(
+        min_count=1).reset_index()
+    sums[s.EFFICIENCY] = _efficiency(sums.assign(**{s.TRANSFER_NS: sums[_BOUNDED_TRANSFER]}))
+    sums[N_EFF] = sums[N_EFF].fillna(0).astype("int64")
     order = np.lexsort((sums[s.OP], sums[s.GROUP], sums[s.PATH], _phase_order(sums[s.PHASE])))
     return sums.iloc[order][cols].reset_index(drop=True)
 
@@ -234,3 +243,53 @@ def events_overview(analysis: Analysis) -> pd.DataFrame:
         SPAN_NS: g[END_NS].max() - g[s.TS_NS].min(),
     })
     return out.reset_index()[cols]
+
+
+# --- coverage: what the figures rest on (tracekit.measure.coverage) ---
+
+_STATUS_WORDS = {
+    s.BoundStatus.NO_PROFILE: "no hardware profile (--hardware)",
+    s.BoundStatus.NO_GROUP_SIZE: "the communicator's size is unknown",
+    s.BoundStatus.ONE_MEMBER: "a communicator of one member moves nothing",
+    s.BoundStatus.NO_SIZE: "the trace gives no message size",
+    s.BoundStatus.NO_MODEL: "no alpha-beta model for the op",
+    s.BoundStatus.NO_TRANSFER: "transfer is not separable from wait (too few members seen)",
+    s.BoundStatus.EXCEEDED: "bound / transfer was physically impossible (see findings)",
+}
+
+
+def coverage_rows(analysis: Analysis) -> pd.DataFrame:
+    """COVERAGE as a frame (empty when the measure stage did not run)."""
+    table = analysis.tables.get(COVERAGE_TABLE)
+    if not has_rows(table):
+        return pd.DataFrame(columns=s.names(s.COVERAGE))
+    df = to_frame(table)
+    for col in (s.MEMBERS, s.MISSING_RANKS):
+        df[col] = df[col].map(lambda v: None if v is None else [int(x) for x in v])
+    return df
+
+
+def coverage_run(analysis: Analysis) -> dict[str, object] | None:
+    """The run row of COVERAGE, or None."""
+    df = coverage_rows(analysis)
+    run = df[df[s.SCOPE] == s.Scope.RUN]
+    return None if run.empty else run.iloc[0].to_dict()
+
+
+def communicators(analysis: Analysis) -> pd.DataFrame:
+    """The communicator rows of COVERAGE."""
+    df = coverage_rows(analysis)
+    return df[df[s.SCOPE] == s.Scope.COMMUNICATOR].reset_index(drop=True)
+
+
+def why_no_efficiency(analysis: Analysis) -> str:
+    """The most frequent reason a collective has no efficiency, in words ('' when none)."""
+    if not has_rows(analysis.measured) or s.BOUND_STATUS not in analysis.measured.column_names:
+        return ""
+    m = to_frame(analysis.measured, [s.BOUND_STATUS])
+    m = m[m[s.BOUND_STATUS].notna() & (m[s.BOUND_STATUS] != s.BoundStatus.OK)]
+    if m.empty:
+        return ""
+    top = m[s.BOUND_STATUS].value_counts().sort_index().sort_values(ascending=False,
+                                                                     kind="stable")
+    return "; ".join(f"{n}: {_STATUS_WORDS.get(str(k), str(k))}" for k, n in top.items())

@@ -26,6 +26,8 @@ REPORT_FORMAT = "tracekit-report"
 REPORT_VERSION = 1  # bump on any incompatible change of the keys below; documented per version
 MAX_TABLE_ROWS = 2000  # extra tables are cut to this many rows ("truncated": true)
 _FLOAT_DIGITS = 6
+EFFICIENCY_COUNT = "efficiency_count"  # totals: collectives the efficiency is over
+COLLECTIVE_COUNT = "collective_count"  # totals: collectives measured (instances on ranks)
 
 # keys whose values are counts (JSON integers)
 _INT_SUFFIXES = ("_ns", "_bytes", "bytes", "count", "rank", "ranks", "layer", "kernels")
@@ -107,11 +109,29 @@ def _extra_tables(analysis: Analysis) -> dict[str, Any]:
     return out
 
 
+def _coverage_section(analysis: Analysis) -> dict[str, Any]:
+    """COVERAGE: the run row and one object per communicator (docs/coverage.md)."""
+    run = frames.coverage_run(analysis)
+    run_out = None if run is None else jsonable(
+        {k: v for k, v in run.items() if k not in (s.SCOPE, s.GROUP, s.PG_NAME, s.PG_DESC,
+                                                     s.MEMBERS)})
+    comms = frames.communicators(analysis).drop(columns=[s.SCOPE, s.GRAPH_REPLAYS, s.CLOCKS,
+                                                         s.CLOCK_SPREAD_NS], errors="ignore")
+    return {"run": run_out, "communicators": records(comms),
+            "no_efficiency": frames.why_no_efficiency(analysis) or None}
+
+
 def build(analysis: Analysis) -> dict[str, Any]:
     """The report as plain data (see docs/json-report.md for every key)."""
     phases = frames.phase_totals(analysis)
     totals = frames.run_totals(phases)
     totals[s.N_RANKS] = len(frames.ranks(analysis))
+    cov = frames.coverage_run(analysis)
+    if cov is not None:  # the efficiency over the collectives that have one, and over how many
+        eff = cov[s.EFFICIENCY]
+        totals[s.EFFICIENCY] = None if eff is None or pd.isna(eff) else float(eff)
+        totals[EFFICIENCY_COUNT] = cov[s.WITH_EFFICIENCY]
+        totals[COLLECTIVE_COUNT] = cov[s.COUNT]
     return {
         "format": REPORT_FORMAT,
         "report_version": REPORT_VERSION,
@@ -129,6 +149,7 @@ def build(analysis: Analysis) -> dict[str, Any]:
             "communication": records(frames.comm_events(analysis)),
         },
         "tables": _extra_tables(analysis),
+        "coverage": _coverage_section(analysis),
     }
 
 
