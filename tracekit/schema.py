@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from tracekit.errors import SchemaError
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
 

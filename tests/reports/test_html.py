@@ -184,10 +184,20 @@ def test_coverage_slot_plugs_in_when_the_table_is_there(make_analysis):
     # GIVEN a COVERAGE result table (as the coverage stage adds it) WHEN rendered
     import pyarrow as pa
 
+    from tracekit import schema
+
     a = make_analysis()
+    a.tables.pop("coverage", None)
     assert html_report.coverage_panel(a) is None
-    a.tables["coverage"] = pa.table({"what": ["kernels attributed", SCRIPT], "share": [0.9, 1.0]})
-    ids = _panel_ids(reports.render("html", a))
+    rows = [{schema.SCOPE: schema.Scope.RUN, schema.GROUP_SIZE: 4, schema.RANKS_PRESENT: 4,
+             schema.RANKS_ABSENT: 0, schema.COUNT: 2},
+            {schema.SCOPE: schema.Scope.COMMUNICATOR, schema.GROUP: "TP", schema.PG_NAME: SCRIPT,
+             schema.MEMBERS: [0, 1, 2, 3], schema.GROUP_SIZE: 4, schema.RANKS_PRESENT: 4,
+             schema.RANKS_ABSENT: 0, schema.COUNT: 2}]
+    a.tables["coverage"] = schema.conform(pa.Table.from_pylist(rows), schema.COVERAGE)
+    html = reports.render("html", a)
+    assert SCRIPT not in html  # the trace's group name is data: escaped
+    ids = _panel_ids(html)
     # THEN it is the panel right after the summary, and not repeated as a raw table
     assert ids[:2] == ["summary", "coverage"]
     assert not any(i.startswith("table-") and "coverage" in i for i in ids)

@@ -57,10 +57,12 @@ def count(value: Any) -> str:
 
 
 def text(value: Any) -> str:
-    if _missing(value) or value == "":
-        return DASH
+    if hasattr(value, "tolist") and not isinstance(value, str):  # a numpy array (list cell)
+        value = value.tolist()
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value) or DASH
+    if _missing(value) or value == "":
+        return DASH
     return str(value)
 
 
