@@ -9,9 +9,8 @@ holding only StepTraceTime.
 
 from __future__ import annotations
 
-import json
-
 import hashlib
+import json
 import re
 import shutil
 import sqlite3
