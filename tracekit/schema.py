@@ -107,6 +107,7 @@ MSG_BYTES = "msg_bytes"
 LINK_CLASS = "link_class"
 TRANSFER_NS = "transfer_ns"
 WAIT_NS = "wait_ns"
+NOTIFY_NS = "notify_ns"  # synchronisation kernels' time (DeepEP notify), counted in wait_ns
 SKEW_NS = "skew_ns"
 BOUND_NS = "bound_ns"
 EFFICIENCY = "efficiency"
@@ -202,6 +203,15 @@ class KernelClass:
     OTHER = "other"
 
     ALL = (COMM, FUSED, COMPUTE, MEMCPY, OTHER)
+
+
+class KernelRole:
+    """Values of ``kernel_role`` that a measurement stage reads (the rest are rule data)."""
+
+    # the synchronisation part of the collective it prepares (DeepEP notify_dispatch,
+    # cached_notify, notify_combine: count exchange and barrier); its time is wait, not
+    # transfer (MEASURED.notify_ns)
+    NOTIFY = "notify"
 
 
 class Status:
@@ -408,7 +418,12 @@ MEASURED = pa.schema(
            "or the profiler's own transit time (time_source); null when it cannot be told "
            "from wait (one member of a larger communicator seen)", "ns"),
         _f(WAIT_NS, pa.int64(), "this rank's duration minus the transfer time (the profiler's "
-           "wait when time_source is 'profiler'); null when transfer is null", "ns"),
+           "wait when time_source is 'profiler'), plus notify_ns; null when transfer is null",
+           "ns"),
+        _f(NOTIFY_NS, pa.int64(), "time of the synchronisation kernels that prepare this "
+           "collective on this rank (kernel_role notify: DeepEP notify_dispatch, cached_notify, "
+           "notify_combine); wait, not transfer: included in wait_ns, not in dur_ns "
+           "(transfer + wait = dur + notify); 0 when none", "ns"),
         _f(SKEW_NS, pa.int64(), "this rank's start minus the earliest start of the instance; "
            "null when no other member was seen", "ns"),
         _f(BOUND_NS, pa.int64(), "alpha-beta lower bound for this collective over the "
@@ -441,7 +456,9 @@ PHASES = pa.schema(
         _f(MEMCPY_NS, pa.int64(), "memcpy / memset time", "ns"),
         _f(EXPOSED_NS, pa.int64(), "communication not overlapped by compute", "ns"),
         _f(TRANSFER_NS, pa.int64(), "sum of transfer times", "ns"),
-        _f(WAIT_NS, pa.int64(), "sum of waits", "ns"),
+        _f(WAIT_NS, pa.int64(), "sum of waits (DeepEP notify time included)", "ns"),
+        _f(NOTIFY_NS, pa.int64(), "sum of the notify (synchronisation) kernels' time, "
+           "part of wait_ns", "ns"),
         _f(BOUND_NS, pa.int64(), "sum of bounds", "ns"),
         _f(EFFICIENCY, pa.float64(), "bound / transfer time over the phase", "ratio"),
     ],

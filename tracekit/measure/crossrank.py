@@ -11,7 +11,12 @@ TraceLens and msprof use the same minimum-duration definition).
 
 Per instance: transfer = min over ranks of the duration (the time the data took once every
 rank had arrived), wait = a rank's duration minus that, skew = its start minus the earliest
-start. ``tracekit.measure.evidence`` then withholds them where too few members were seen.
+start. The kernels that are the synchronisation part of an instance (``kernel_role`` notify:
+DeepEP's notify_dispatch / cached_notify / notify_combine, which exchange counts and wait at a
+barrier before the dispatch or combine moves the tokens) are not instances: their time on a
+rank is that rank's ``notify_ns`` and is added to its wait, never to the duration or the
+transfer (transfer + wait = duration + notify). ``tracekit.measure.evidence`` then
+withholds them where too few members were seen.
 The straggler of an instance is the rank that started last; its weight is the wait it
 caused the others. Times stay integers: no ``*_ns`` value passes through a float.
 """
@@ -150,9 +155,10 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     on_device = pc.is_valid(attributed.column(schema.DEVICE))
     fallback = pc.and_(pc.and_(pc.is_null(flag), pc.fill_null(comm_like, False)), on_device)
     rows = np.flatnonzero(_mask(pc.or_(pc.fill_null(flag, False), fallback)))
-    wrapper = pc.and_(pc.and_(pc.invert(pc.fill_null(flag, True)),
-                              pc.is_valid(attributed.column(schema.LOGICAL_ID))),
-                      pc.is_valid(attributed.column(schema.OP)))
+    notify = _notify_mask(attributed)
+    wrapper = pc.and_(pc.and_(pc.and_(pc.invert(pc.fill_null(flag, True)),
+                                      pc.is_valid(attributed.column(schema.LOGICAL_ID))),
+                              pc.is_valid(attributed.column(schema.OP))), pc.invert(notify))
     wrappers = frame(attributed.filter(wrapper).select([schema.RANK, schema.LOGICAL_ID,
                                                         *_META]))
     df = _enrich(frame(attributed.take(pa.array(rows)).select(list(_COLUMNS))), wrappers)
@@ -162,7 +168,42 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     df[MEMBERS] = pc.binary_join(members, ",").to_pandas()
     df[FROM_TOPOLOGY] = False
     df[END] = df[schema.TS_NS] + df[schema.DUR_NS]
-    return _merge_logical(df)
+    return _with_notify(_merge_logical(df), attributed.filter(notify))
+
+
+def _notify_mask(attributed: pa.Table) -> pa.ChunkedArray:
+    """Rows that are the synchronisation part of a collective (kernel_role notify): device
+    kernels, not the instance, sharing the logical id of the operation they prepare."""
+    role = _decode(attributed.column(schema.KERNEL_ROLE))
+    return pc.fill_null(pc.and_(pc.and_(pc.equal(role, schema.KernelRole.NOTIFY),
+                                        pc.invert(pc.fill_null(
+                                            attributed.column(schema.IS_INSTANCE), False))),
+                                pc.is_valid(attributed.column(schema.LOGICAL_ID))), False)
+
+
+def _with_notify(df: pd.DataFrame, notify: pa.Table) -> pd.DataFrame:
+    """``notify_ns``: per instance row, the summed duration of the notify kernels of the same
+    rank and logical collective (exact int64; 0 when none)."""
+    df[schema.NOTIFY_NS] = np.zeros(len(df), dtype=np.int64)
+    if not notify.num_rows or df.empty:
+        return df
+    sums = notify.select([schema.RANK, schema.LOGICAL_ID, schema.DUR_NS]).group_by(
+        [schema.RANK, schema.LOGICAL_ID]).aggregate([(schema.DUR_NS, "sum")])
+    by_key = pd.Series(
+        np.asarray(pc.fill_null(sums.column(f"{schema.DUR_NS}_sum"), 0).to_numpy(),
+                   dtype=np.int64),
+        index=pd.MultiIndex.from_arrays([
+            np.asarray(sums.column(schema.RANK).to_numpy(), dtype=np.int64),
+            np.asarray(sums.column(schema.LOGICAL_ID).to_numpy(), dtype=np.int64)]))
+    has = df[schema.LOGICAL_ID].notna().to_numpy()
+    keys = pd.MultiIndex.from_arrays([
+        df.loc[has, schema.RANK].to_numpy(dtype=np.int64),
+        df.loc[has, schema.LOGICAL_ID].to_numpy(dtype=np.int64)])
+    pos = by_key.index.get_indexer(keys)  # -1: no notify kernel (no float round trip)
+    values = df[schema.NOTIFY_NS].to_numpy(copy=True)
+    values[np.flatnonzero(has)[pos >= 0]] = by_key.to_numpy()[pos[pos >= 0]]
+    df[schema.NOTIFY_NS] = values
+    return df
 
 
 def _enrich(df: pd.DataFrame, wrappers: pd.DataFrame) -> pd.DataFrame:
@@ -228,6 +269,14 @@ def _merge_logical(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([df[~has], first], ignore_index=True)
 
 
+def notify_of(df: pd.DataFrame) -> pd.Series:
+    """Each instance row's notify (synchronisation) time: int64, 0 where none or where the
+    rows predate the column (partitioned runs written before it)."""
+    if schema.NOTIFY_NS not in df:
+        df[schema.NOTIFY_NS] = np.zeros(len(df), dtype=np.int64)
+    return df[schema.NOTIFY_NS].fillna(0).astype(np.int64)
+
+
 def communicator_key(df: pd.DataFrame) -> pd.Series:
     """The communicator of each row as a string: its members, else its process-group name,
     else its group label; NaN when nothing identifies it."""
@@ -261,7 +310,7 @@ def match(df: pd.DataFrame) -> pd.DataFrame:
     g = out.groupby(schema.INSTANCE, sort=False)
     transfer = g[schema.DUR_NS].transform("min")
     out[schema.TRANSFER_NS] = transfer
-    out[schema.WAIT_NS] = out[schema.DUR_NS] - transfer
+    out[schema.WAIT_NS] = out[schema.DUR_NS] - transfer + notify_of(out)
     out[schema.SKEW_NS] = out[schema.TS_NS] - g[schema.TS_NS].transform("min")
     out[N_SEEN] = g[schema.RANK].transform("nunique")
     last_idx = g[schema.TS_NS].idxmax()

@@ -8,7 +8,7 @@ from wait, and whether the bound is physically consistent with the time seen.
 * ``split_times``: transfer / wait from the cross-rank minimum only where another member of
   the communicator was seen (or the communicator has one member); the Ascend profiler's own
   per-op Transit / Wait times where it recorded them; else null (a lone member's duration is
-  transfer plus an unknown wait).
+  transfer plus an unknown wait). Wait includes the rank's notify (synchronisation) time.
 * ``bound_status`` / ``exceeded_findings``: why a bound is null, and a finding naming the
   inputs that must be wrong where bound / transfer is above 1 + the profile's tolerance.
 """
@@ -103,7 +103,8 @@ def split_times(df: pd.DataFrame, n: np.ndarray, profiler: pd.DataFrame | None) 
         wait = wait.where(~has, w.fillna(dur - t))
         source[has.to_numpy()] = TimeSource.PROFILER
     df[schema.TRANSFER_NS] = transfer
-    df[schema.WAIT_NS] = wait
+    # the notify kernels that prepare the instance are synchronisation: wait, not transfer
+    df[schema.WAIT_NS] = (wait + crossrank.notify_of(df).astype("Int64")).astype("Int64")
     df[schema.SKEW_NS] = skew
     df[schema.TIME_SOURCE] = source
 

@@ -4,7 +4,8 @@ Rows come at three levels: per rank and layer (layer set), per rank over all lay
 null; this row also counts time outside any layer), and over all ranks (rank and layer null;
 sums over ranks). Busy time per class is the union of intervals on each device (nested CPU
 ops counted once) summed over the rank's devices; time whose row carries no phase counts as
-``other``. ``format_phase_table`` renders the all-rank rows as plain text.
+``other``. Wait includes the notify (synchronisation) kernels' time, also given apart
+(``notify_ns``, "notify ms"). ``format_phase_table`` renders the all-rank rows as plain text.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tracekit.measure.intervals import group_rows, union_length
 from tracekit.measure.phases import CLASS_COLUMNS, CLASSES, Timeline, exposed_by_key
 from tracekit.schema import Phase
 
-_SUMS = (schema.COUNT, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS, schema.BOUND_NS)
+_SUMS = (schema.COUNT, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS, schema.NOTIFY_NS,
+         schema.BOUND_NS)
 _BOUNDED = "_bounded_transfer"
 
 
@@ -100,7 +102,7 @@ def format_phase_table(phases: pa.Table) -> str:
     order = {p: i for i, p in enumerate(Phase.ALL)}
     df = df.sort_values(schema.PHASE, key=lambda s: s.map(order).fillna(len(order)))
     head = ("phase", "count", "MB", "comm ms", "fused ms", "exposed ms", "transfer ms",
-            "wait ms", "bound ms", "efficiency")
+            "wait ms", "notify ms", "bound ms", "efficiency")
     lines = [head]
     for rec in df.itertuples(index=False):
         r = rec._asdict()
@@ -109,7 +111,8 @@ def format_phase_table(phases: pa.Table) -> str:
             str(r[schema.PHASE]), str(int(r[schema.COUNT])), _num(r[schema.MSG_BYTES], 1e6),
             _num(r[schema.COMM_NS], 1e6), _num(r[schema.FUSED_NS], 1e6),
             _num(r[schema.EXPOSED_NS], 1e6), _num(r[schema.TRANSFER_NS], 1e6),
-            _num(r[schema.WAIT_NS], 1e6), _num(r[schema.BOUND_NS], 1e6),
+            _num(r[schema.WAIT_NS], 1e6), _num(r.get(schema.NOTIFY_NS), 1e6),
+            _num(r[schema.BOUND_NS], 1e6),
             "-" if eff is None or pd.isna(eff) else f"{100 * eff:.1f}%",
         ))
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]

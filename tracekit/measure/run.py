@@ -149,7 +149,7 @@ def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.D
     measured = df[[schema.RANK, schema.EVENT_ID, schema.INSTANCE, schema.NAME, schema.OP,
                    schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
                    schema.TS_NS, schema.DUR_NS, schema.TRANSFER_NS, schema.WAIT_NS,
-                   schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]].copy()
+                   schema.NOTIFY_NS, schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]].copy()
     latency = pd.Series(sized.alpha >= sized.bound - sized.alpha, dtype="boolean",
                         index=df.index)
     measured = measured.assign(**{

@@ -28,10 +28,11 @@ COVERAGE_TABLE = "coverage"  # Analysis.tables key of COVERAGE
 # The per-phase time columns summed from PHASES, in display order.
 PHASE_SUMS = (
     s.COUNT, s.MSG_BYTES, s.COMM_NS, s.FUSED_NS, s.COMPUTE_NS, s.MEMCPY_NS, s.EXPOSED_NS,
-    s.TRANSFER_NS, s.WAIT_NS, s.BOUND_NS,
+    s.TRANSFER_NS, s.WAIT_NS, s.NOTIFY_NS, s.BOUND_NS,
 )
-# The per-path sums taken from MEASURED.
-PATH_SUMS = (s.COUNT, s.MSG_BYTES, s.DUR_NS, s.TRANSFER_NS, s.WAIT_NS, s.BOUND_NS, s.EXPOSED_NS)
+# The per-path sums taken from MEASURED (wait includes notify_ns: the synchronisation kernels).
+PATH_SUMS = (s.COUNT, s.MSG_BYTES, s.DUR_NS, s.TRANSFER_NS, s.WAIT_NS, s.NOTIFY_NS, s.BOUND_NS,
+             s.EXPOSED_NS)
 PATH_KEYS = (s.PHASE, s.PATH, s.GROUP, s.OP)
 
 
@@ -96,7 +97,8 @@ def phase_totals(analysis: Analysis) -> pd.DataFrame:
         rows = totals if len(totals) else per_rank if len(per_rank) else df
     elif has_rows(analysis.measured):
         m = to_frame(analysis.measured, [s.PHASE, s.KERNEL_CLASS, s.MSG_BYTES, s.DUR_NS,
-                                         s.EXPOSED_NS, s.TRANSFER_NS, s.WAIT_NS, s.BOUND_NS])
+                                         s.EXPOSED_NS, s.TRANSFER_NS, s.WAIT_NS, s.NOTIFY_NS,
+                                         s.BOUND_NS])
         fused = m[s.KERNEL_CLASS] == s.KernelClass.FUSED
         rows = pd.DataFrame({
             s.PHASE: m[s.PHASE].fillna(s.Phase.OTHER),
@@ -109,6 +111,7 @@ def phase_totals(analysis: Analysis) -> pd.DataFrame:
             s.EXPOSED_NS: m[s.EXPOSED_NS],
             s.TRANSFER_NS: m[s.TRANSFER_NS],
             s.WAIT_NS: m[s.WAIT_NS],
+            s.NOTIFY_NS: m[s.NOTIFY_NS],
             s.BOUND_NS: m[s.BOUND_NS],
         })
     else:
@@ -118,6 +121,11 @@ def phase_totals(analysis: Analysis) -> pd.DataFrame:
     sums[s.EFFICIENCY] = _efficiency(sums)
     sums = sums.iloc[np.lexsort((sums[s.PHASE].to_numpy(), _phase_order(sums[s.PHASE])))]
     return sums[cols].reset_index(drop=True)
+
+
+def has_notify(df: pd.DataFrame) -> bool:
+    """Whether a frame of phase or path totals holds notify (synchronisation) time."""
+    return s.NOTIFY_NS in df and bool((df[s.NOTIFY_NS].astype(float).fillna(0) > 0).any())
 
 
 def _efficiency(df: pd.DataFrame) -> pd.Series:

@@ -16,12 +16,18 @@ from tracekit.api import Analysis
 from tracekit.reports import fmt, frames
 
 EXTRA_ROWS = 20  # rows of an extra table shown by the text and Markdown reports
+NOTIFY_HEADER = "notify (sync)"
+# what a table with notify time says under it (docs/coverage.md "DeepEP notify kernels")
+NOTIFY_NOTE = ("wait includes DeepEP notify (sync) time: notify_dispatch / cached_notify / "
+               "notify_combine exchange counts and wait at a barrier before the dispatch or "
+               "combine they prepare, so their time is reported as wait, not transfer")
 
 # short column headings for people (the JSON report keeps the column names)
 HEADERS = {
     s.MSG_BYTES: "bytes", s.IN_BYTES: "bytes", s.COMM_NS: "comm", s.FUSED_NS: "fused",
     s.COMPUTE_NS: "compute", s.EXPOSED_NS: "exposed", s.WAIT_NS: "wait", s.BOUND_NS: "bound",
     s.EFFICIENCY: "eff", s.DUR_NS: "time", s.TRANSFER_NS: "transfer", s.RULE_ID: "rule",
+    s.NOTIFY_NS: NOTIFY_HEADER,
     s.COUNT: "n", frames.SPAN_NS: "span", frames.N_EFF: "n eff",
     s.RANKS_PRESENT: "present", s.RANKS_ABSENT: "absent", s.MISSING_RANKS: "missing",
     s.GROUP_SIZE: "size", s.SIZE_SOURCE: "size from", s.WITH_BYTES: "w/ bytes",
@@ -75,7 +81,8 @@ def summary(analysis: Analysis) -> list[tuple[str, str]]:
             ("compute", fmt.ns(totals[s.COMPUTE_NS])),
             ("exposed communication", f"{fmt.ns(totals[s.EXPOSED_NS])} "
              f"({fmt.pct(totals[frames.EXPOSED_COMM_PCT])} of busy time)"),
-            ("wait for peers", _wait_line(totals[s.WAIT_NS], cov)),
+            ("wait for peers", _wait_line(totals[s.WAIT_NS], cov)
+             + _notify_part(totals.get(s.NOTIFY_NS))),
             ("efficiency (bound / transfer)", _efficiency_line(analysis, totals, cov)),
         ]
     counts = frames.attribution_counts(analysis)
@@ -128,6 +135,12 @@ def coverage_lines(analysis: Analysis, cov: dict[str, object] | None) -> list[tu
     return lines
 
 
+def _notify_part(notify: object) -> str:
+    if fmt._missing(notify) or not float(str(notify)):
+        return ""
+    return f"; includes {fmt.ns(notify)} of DeepEP notify (sync) kernels, wait not transfer"
+
+
 def _wait_line(wait: object, cov: dict[str, object] | None) -> str:
     if cov is None:
         return fmt.ns(wait)
@@ -136,6 +149,14 @@ def _wait_line(wait: object, cov: dict[str, object] | None) -> str:
         return (f"{UNKNOWN}: none of {n} collectives was seen on enough members of its "
                 "communicator to separate wait from transfer")
     return f"{fmt.ns(wait)} over {known} of {n} collectives with transfer and wait separated"
+
+
+def _with_notify(columns: tuple[str, ...], notify: bool) -> tuple[str, ...]:
+    """``columns`` with the notify column after the wait where the run has notify time."""
+    if not notify:
+        return columns
+    at = columns.index(s.WAIT_NS) + 1
+    return (*columns[:at], s.NOTIFY_NS, *columns[at:])
 
 
 def _efficiency_line(analysis: Analysis, totals: dict[str, float | None],
@@ -161,12 +182,18 @@ def sections(analysis: Analysis, extra_rows: int | None = EXTRA_ROWS) -> list[Se
                            note="'-' = unknown; docs/coverage.md says what each count means"))
     phases = frames.phase_totals(analysis)
     if len(phases):
-        out.append(Section("phases", "Time per phase (sum over ranks)", phases, PHASE_COLUMNS))
+        notify = frames.has_notify(phases)
+        out.append(Section("phases", "Time per phase (sum over ranks)", phases,
+                           _with_notify(PHASE_COLUMNS, notify),
+                           note=NOTIFY_NOTE if notify else ""))
     paths = frames.path_totals(analysis)
     if len(paths):
-        out.append(Section("paths", "Collectives per path and group", paths, PATH_COLUMNS,
+        notify = frames.has_notify(paths)
+        out.append(Section("paths", "Collectives per path and group", paths,
+                           _with_notify(PATH_COLUMNS, notify),
                            note="eff = alpha-beta bound / transfer time, over the 'n eff' "
-                           "collectives with both; '-' = unknown"))
+                           "collectives with both; '-' = unknown"
+                           + (f"; {NOTIFY_NOTE}" if notify else "")))
     found = frames.findings(analysis)
     if len(found):
         out.append(Section("findings", "Findings", found, FINDING_COLUMNS))
