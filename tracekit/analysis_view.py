@@ -66,11 +66,6 @@ def _coverage_run(analysis: Analysis) -> dict[str, object] | None:
     return None if run.empty else run.iloc[0].to_dict()
 
 
-def _known(value: object) -> bool:
-    return value is not None and not (isinstance(value, float) and value != value) \
-        and value is not pd.NA
-
-
 def summary_lines(analysis: Analysis) -> list[tuple[str, str]]:
     """(label, value) pairs of the repr: run, ranks, collectives, coverage, efficiency,
     findings, tables."""
@@ -88,8 +83,10 @@ def summary_lines(analysis: Analysis) -> list[tuple[str, str]]:
                       f"bytes, {cov[s.MATCHED]} matched across ranks, "
                       f"{cov[s.WITH_EFFICIENCY]} with an efficiency"))
         eff = cov[s.EFFICIENCY]
-        lines.append(("efficiency", f"{float(eff):.3f} (sum of bounds / sum of transfers)"
-                      if _known(eff) else "unknown (no collective has bound and transfer)"))
+        text = "unknown (no collective has bound and transfer)"
+        if isinstance(eff, float | int) and eff == eff:  # pd.NA and NaN: unknown
+            text = f"{eff:.3g} (sum of bounds / sum of transfers)"
+        lines.append(("efficiency", text))
     findings = analysis.findings_table
     if findings is not None:
         sev = pd.Series(_decoded(findings.select([s.SEVERITY])).column(0).to_pylist(),

@@ -198,6 +198,7 @@ def partitioned_analysis(path: Path, out: Path, load: LoadOptions,
     analysis = Analysis(run=run, measured=res.measured, findings_table=res.findings,
                         extra_tables={"stragglers": res.stragglers, "time_classes": res.classes})
     analysis.info["partitioned"] = str(out)
+    analysis.source = str(path)
     return analysis
 
 
