@@ -12,13 +12,18 @@ are imported lazily so that importing tracekit stays cheap.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from tracekit import schema
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -62,17 +67,73 @@ class AnalyzeOptions:
     hardware: str | Path | None = None  # profile name ('h200', 'cpu-gloo') or a YAML file
 
 
+RESULT_TABLES = ("attributed", "measured", "phases", "findings")  # Analysis.tables core names
+
+
 @dataclass
 class Analysis:
-    """The result tables of one run; reports read only this."""
+    """The result tables of one run; reports read only this.
+
+    ``tables`` names every result table (Arrow); ``collectives()``, ``phases()``,
+    ``findings()`` and ``coverage()`` give the common ones as pandas DataFrames
+    (tracekit.analysis_view; docs/api.md).
+    """
 
     run: Run
     attributed: pa.Table | None = None  # ATTRIBUTED
-    findings: pa.Table | None = None  # FINDINGS
+    findings_table: pa.Table | None = None  # FINDINGS
     measured: pa.Table | None = None  # MEASURED
-    phases: pa.Table | None = None  # PHASES
-    tables: dict[str, pa.Table] = field(default_factory=dict)  # further named result tables
+    phases_table: pa.Table | None = None  # PHASES
+    # further named result tables (coverage, stragglers, a2a, fits, ...)
+    extra_tables: dict[str, pa.Table] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)  # topology, hardware, versions
+    source: str = ""  # the trace file or run directory read
+
+    @property
+    def tables(self) -> Mapping[str, pa.Table]:
+        """Every result table present, by name (read-only; set the fields to change one)."""
+        core = {"attributed": self.attributed, "measured": self.measured,
+                "phases": self.phases_table, "findings": self.findings_table}
+        clash = sorted(set(RESULT_TABLES) & set(self.extra_tables))
+        if clash:
+            raise ValueError(f"extra table names clash with result tables: {clash}")
+        merged = {k: v for k, v in core.items() if v is not None}
+        merged.update((k, v) for k, v in sorted(self.extra_tables.items()) if v is not None)
+        return MappingProxyType(merged)
+
+    def collectives(self) -> pd.DataFrame:
+        """One row per collective and rank (MEASURED): COLLECTIVE_COLUMNS first, unknown = NA."""
+        from tracekit.analysis_view import collectives
+
+        return collectives(self)
+
+    def phases(self) -> pd.DataFrame:
+        """PHASES as a DataFrame (per rank, per layer and all-rank total rows)."""
+        from tracekit.analysis_view import frame
+
+        return frame(self.phases_table, schema.PHASES)
+
+    def findings(self) -> pd.DataFrame:
+        """FINDINGS as a DataFrame, lints and measurement findings together."""
+        from tracekit.analysis_view import frame
+
+        return frame(self.findings_table, schema.FINDINGS)
+
+    def coverage(self) -> pd.DataFrame:
+        """COVERAGE as a DataFrame: the run row, then one row per communicator."""
+        from tracekit.analysis_view import frame
+
+        return frame(self.extra_tables.get("coverage"), schema.COVERAGE)
+
+    def __repr__(self) -> str:
+        from tracekit.analysis_view import summary_text
+
+        return summary_text(self)
+
+    def _repr_html_(self) -> str:
+        from tracekit.analysis_view import summary_html
+
+        return summary_html(self)
 
 
 def load(path: str | Path, options: LoadOptions | None = None) -> Run:
@@ -103,7 +164,9 @@ def analyze(
 ) -> Analysis:
     """The whole pipeline on one run."""
     run = load(path, load_options)
-    return analyze_run(run, options)
+    analysis = analyze_run(run, options)
+    analysis.source = str(path)
+    return analysis
 
 
 def analyze_run(run: Run, options: AnalyzeOptions | None = None) -> Analysis:
@@ -114,7 +177,7 @@ def analyze_run(run: Run, options: AnalyzeOptions | None = None) -> Analysis:
         opts = dataclasses.replace(opts, topology=infer_topology(run, opts))
     attributed, findings = attribute(run, opts)
     analysis = measure(run, attributed, opts)
-    analysis.findings = _concat_findings(findings, analysis.findings)
+    analysis.findings_table = _concat_findings(findings, analysis.findings_table)
     return analysis
 
 

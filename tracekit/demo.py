@@ -42,7 +42,7 @@ def ground_truth_count(folder: Path) -> int:
 
 def overview_row(folder: Path, analysis: api.Analysis) -> list[str]:
     att = analysis.attributed
-    findings = analysis.findings
+    findings = analysis.findings_table
     if att is None:
         return [folder.name, "-", "-", "-", "-"]
     inst = att.filter(pc.equal(att.column(schema.IS_INSTANCE), True))

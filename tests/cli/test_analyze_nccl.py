@@ -64,7 +64,7 @@ def test_json_and_parquet_outputs_are_deterministic(nccl_trace: Path, tmp_path: 
     # GIVEN two analyses of the same trace writing --json and --parquet
     for i in (1, 2):
         run_cli(capsys, str(nccl_trace), "--json", str(tmp_path / f"s{i}.json"),
-                "--parquet", str(tmp_path / f"e{i}.parquet"))
+                "--parquet", str(tmp_path / f"p{i}"), "--parquet-events")
     # THEN the JSON files are byte-identical and hold the same communication figures
     assert (tmp_path / "s1.json").read_bytes() == (tmp_path / "s2.json").read_bytes()
     doc = json.loads((tmp_path / "s1.json").read_text())
@@ -72,8 +72,9 @@ def test_json_and_parquet_outputs_are_deterministic(nccl_trace: Path, tmp_path: 
     assert comm == {"all_reduce": (15, 306684384), "broadcast": (6, 638712)}
     ranks = table_rows(doc, "ranks")
     assert [r[S.RANK] for r in ranks] == [0]
-    # AND the Parquet files are EVENTS tables with the same rows
-    e1, e2 = pq.read_table(tmp_path / "e1.parquet"), pq.read_table(tmp_path / "e2.parquet")
+    # AND the Parquet folders' events files are EVENTS tables with the same rows
+    e1 = pq.read_table(tmp_path / "p1" / "events.parquet")
+    e2 = pq.read_table(tmp_path / "p2" / "events.parquet")
     S.validate(e1, S.EVENTS)
     assert e1.num_rows == ranks[0][S.COUNT] and e1.equals(e2)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp leftovers

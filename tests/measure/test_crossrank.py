@@ -54,7 +54,7 @@ def test_wait_skew_and_straggler_by_group_order(attributed_builder, run_builder)
     # others wait 300 + 290 + 270 per instance
     assert s[0][schema.CAUSED_WAIT_NS] == 2 * (300 + 290 + 270)
     assert s[0][schema.SHARE] == pytest.approx(1.0)
-    f = a.findings.to_pylist()
+    f = a.findings_table.to_pylist()
     assert [x[schema.RANKS] for x in f] == [[2]]
     assert f[0][schema.RULE_ID] == "measure.straggler"
 
@@ -242,7 +242,7 @@ def test_sample_traces_full_pipeline(sample_traces: Path) -> None:
                     # a bound the time beats by more than the tolerance is withheld and named
                     # in a finding (gloo's broadcast root returns before its peers receive)
                     assert row[schema.BOUND_NS] is None and row[schema.EFFICIENCY] is None
-                    assert "measure.bound-exceeded" in analysis.findings.column(
+                    assert "measure.bound-exceeded" in analysis.findings_table.column(
                         schema.RULE_ID).to_pylist()
                 else:
                     assert row[schema.BOUND_NS] > 0, (scenario.name, op)

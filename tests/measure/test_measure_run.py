@@ -64,7 +64,7 @@ def test_phases_rows_and_text(attributed_builder, run_builder) -> None:
     compute; the text table lists phases in pipeline order with the efficiency in percent."""
     t = attributed_builder(_rows())
     a = measure_run(run_builder(t), t, api.AnalyzeOptions(hardware="h200"))
-    p = a.phases.to_pylist()
+    p = a.phases_table.to_pylist()
     total = {r[schema.PHASE]: r for r in p if r[schema.RANK] is None}
     comb = total[Phase.COMBINE]
     assert (comb[schema.COUNT], comb[schema.MSG_BYTES]) == (2, 2 * S_BYTES)
@@ -73,7 +73,7 @@ def test_phases_rows_and_text(attributed_builder, run_builder) -> None:
     assert total[Phase.EXPERTS][schema.COMPUTE_NS] == 800_000
     per_layer = [r for r in p if r[schema.RANK] == 0 and r[schema.LAYER] == 0]
     assert {r[schema.PHASE] for r in per_layer} == {Phase.COMBINE, Phase.EXPERTS}
-    text = format_phase_table(a.phases)
+    text = format_phase_table(a.phases_table)
     lines = text.splitlines()
     assert lines[0].split()[0] == "phase"
     assert [ln.split()[0] for ln in lines[1:]] == [Phase.EXPERTS, Phase.COMBINE]
@@ -91,12 +91,12 @@ def test_without_profile_no_bounds(attributed_builder, run_builder) -> None:
     assert a.info["hardware"] is None
     assert a.tables["fits"].num_rows == 1
     schema.validate(a.measured, schema.MEASURED)
-    schema.validate(a.phases, schema.PHASES)
+    schema.validate(a.phases_table, schema.PHASES)
     for name, table in (("time_classes", schema.TIME_CLASSES), ("a2a", schema.A2A),
                         ("a2a_matrix", schema.A2A_MATRIX), ("fits", schema.FITS),
                         ("stragglers", schema.STRAGGLERS)):
         schema.validate(a.tables[name], table)
-    schema.validate(a.findings, schema.FINDINGS)
+    schema.validate(a.findings_table, schema.FINDINGS)
 
 
 def test_empty_run(attributed_builder, run_builder) -> None:
@@ -106,7 +106,7 @@ def test_empty_run(attributed_builder, run_builder) -> None:
     a = measure_run(run_builder(t), t, api.AnalyzeOptions(hardware="cpu-gloo"))
     assert a.measured.num_rows == 0
     schema.validate(a.measured, schema.MEASURED)
-    assert "phase" in format_phase_table(a.phases)
+    assert "phase" in format_phase_table(a.phases_table)
 
 
 def test_latency_bound_flag(attributed_builder, run_builder) -> None:

@@ -83,7 +83,7 @@ def test_absent_ranks_are_a_finding_and_counted_against_the_declared_world(case)
     name, docs, analysis = case
     world = docs[0]["distributedInfo"]["world_size"]
     present = sorted({doc["distributedInfo"]["rank"] for doc in docs})
-    rules = analysis.findings.column(schema.RULE_ID).to_pylist()
+    rules = analysis.findings_table.column(schema.RULE_ID).to_pylist()
     run_row = next(r for r in analysis.tables["coverage"].to_pylist()
                if r[schema.SCOPE] == schema.Scope.RUN)
     assert run_row[schema.RANKS_PRESENT] == len(present)

@@ -275,8 +275,8 @@ def test_2023_ranks_match_only_the_same_collective(ascend_msinsight: Path) -> No
 def test_missing_ranks_are_reported(ascend_msinsight: Path, where: str) -> None:
     """The communicators have 8 members (matrix / cluster output); 2 (or 1) were exported."""
     a = api.analyze(ascend_msinsight / where, api.LoadOptions(jobs=1))
-    assert a.findings is not None
-    assert "coverage.ranks-missing" in set(a.findings[S.RULE_ID].to_pylist())
+    assert a.findings_table is not None
+    assert "coverage.ranks-missing" in set(a.findings_table[S.RULE_ID].to_pylist())
 
 
 @pytest.mark.parametrize("which", ["text_level1", "db_level1"])

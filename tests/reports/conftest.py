@@ -192,8 +192,8 @@ def build_analysis(
     attributed = ev.table(s.ATTRIBUTED)
     measured = ms.table(s.MEASURED)
     return Analysis(
-        run=run, attributed=attributed, measured=measured, findings=_findings(evil),
-        phases=_phases(attributed, measured), tables=_tables(a2a, measured),
+        run=run, attributed=attributed, measured=measured, findings_table=_findings(evil),
+        phases_table=_phases(attributed, measured), extra_tables=_tables(a2a, measured),
         info={"scenario": "dpa_deepep", "tool": {"name": "tracekit"},
               "topology": {"tp_size": n_ranks, "dp_size": n_ranks // 2, "ep_size": n_ranks,
                            "enable_dp_attention": True}},

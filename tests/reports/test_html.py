@@ -137,7 +137,7 @@ def test_waterfall_lays_each_layers_phases_end_to_end(analysis):
     from tracekit.reports import plotframes_agg as agg
 
     wf = agg.waterfall(analysis)
-    ph = frames.to_frame(analysis.phases)
+    ph = frames.to_frame(analysis.phases_table)
     ph = ph[ph[s.RANK].notna() & ph[s.LAYER].notna()]
     per_rank = (ph[s.COMPUTE_NS] + ph[s.FUSED_NS] + ph[s.COMM_NS]).groupby(ph[s.LAYER]).sum()
     n = analysis.run.rank_info.num_rows
@@ -187,14 +187,14 @@ def test_coverage_slot_plugs_in_when_the_table_is_there(make_analysis):
     from tracekit import schema
 
     a = make_analysis()
-    a.tables.pop("coverage", None)
+    a.extra_tables.pop("coverage", None)
     assert html_report.coverage_panel(a) is None
     rows = [{schema.SCOPE: schema.Scope.RUN, schema.GROUP_SIZE: 4, schema.RANKS_PRESENT: 4,
              schema.RANKS_ABSENT: 0, schema.COUNT: 2},
             {schema.SCOPE: schema.Scope.COMMUNICATOR, schema.GROUP: "TP", schema.PG_NAME: SCRIPT,
              schema.MEMBERS: [0, 1, 2, 3], schema.GROUP_SIZE: 4, schema.RANKS_PRESENT: 4,
              schema.RANKS_ABSENT: 0, schema.COUNT: 2}]
-    a.tables["coverage"] = schema.conform(pa.Table.from_pylist(rows), schema.COVERAGE)
+    a.extra_tables["coverage"] = schema.conform(pa.Table.from_pylist(rows), schema.COVERAGE)
     html = reports.render("html", a)
     assert SCRIPT not in html  # the trace's group name is data: escaped
     ids = _panel_ids(html)

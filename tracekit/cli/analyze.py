@@ -2,7 +2,7 @@
 
 Three separate steps so that the full pipeline and the reporters can be plugged in later:
 ``load_from_cli`` (options -> Run), ``compute`` (Run -> Summary) and the writers
-(``render_text``, ``write_json``, ``write_parquet``).
+(``render_text``, ``write_json``; ``--parquet`` is the Parquet reporter of ``export``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracekit.cli.topo import topology_from_kwargs, topology_options
+from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,16 +78,6 @@ def write_json(summary: Summary, path: Path, target: Path,
         io.write_file(target, text)
     else:
         outputs.write(target, text)
-
-
-def write_parquet(events: pa.Table, target: Path, outputs: Outputs | None = None) -> None:
-    import pyarrow.parquet as pq
-
-    from tracekit import io
-
-    with contextlib.ExitStack() as stack:
-        plan = outputs if outputs is not None else stack.enter_context(io.Outputs())
-        plan.write_with(target, lambda fh: pq.write_table(events, fh, compression="zstd"))
 
 
 def _ms(ns: int | None) -> str:
@@ -172,17 +163,21 @@ def full_analysis(run: Run, summary: Summary, options: AnalyzeOptions) -> Analys
     from tracekit.api import analyze_run
 
     analysis = analyze_run(run, options)
-    analysis.tables.update(summary.tables())
+    analysis.extra_tables.update(summary.tables())
     return analysis
+
+
+def without_summary(analysis: Analysis) -> Analysis:
+    """``analysis`` less the first summary's tables (the text's first section shows them)."""
+    kept = {k: v for k, v in analysis.extra_tables.items() if k not in SUMMARY_TABLES}
+    return dataclasses.replace(analysis, extra_tables=kept)
 
 
 def report_text(analysis: Analysis, color: bool) -> str:
     """The full report without the summary tables, which the first section already shows."""
     from tracekit import reports
 
-    shown = dataclasses.replace(
-        analysis, tables={k: v for k, v in analysis.tables.items() if k not in SUMMARY_TABLES})
-    text = reports.render("text", shown, color=color)
+    text = reports.render("text", without_summary(analysis), color=color)
     return text if isinstance(text, str) else text.decode()
 
 
@@ -200,9 +195,10 @@ def partitioned_analysis(path: Path, out: Path, load: LoadOptions,
               process_groups=S.conform(read_part(out, "groups", res.ranks), S.PROCESS_GROUPS),
               rank_info=S.conform(read_part(out, "info", res.ranks), S.RANK_INFO),
               skipped=res.skipped)
-    analysis = Analysis(run=run, measured=res.measured, findings=res.findings,
-                        tables={"stragglers": res.stragglers, "time_classes": res.classes})
+    analysis = Analysis(run=run, measured=res.measured, findings_table=res.findings,
+                        extra_tables={"stragglers": res.stragglers, "time_classes": res.classes})
     analysis.info["partitioned"] = str(out)
+    analysis.source = str(path)
     return analysis
 
 
@@ -225,15 +221,17 @@ def pa_concat(*tables: pa.Table | None) -> pa.Table:
 
 
 def write_reports(analysis: Analysis, targets: dict[str, Path | None],
-                  outputs: Outputs | None = None) -> None:
-    """Every report of ``targets``; with ``outputs`` staged there, else written together."""
+                  outputs: Outputs | None = None, *, events: bool = False) -> None:
+    """Every report of ``targets``; with ``outputs`` staged there, else written together.
+    ``events``: the Parquet folder gets the EVENTS table too."""
     from tracekit import io, reports
 
     with contextlib.ExitStack() as stack:
         plan = outputs if outputs is not None else stack.enter_context(io.Outputs())
         for name, target in targets.items():
             if target is not None:
-                reports.stage(name, analysis, target, plan)
+                extra = {"events": events} if name == "parquet" else {}
+                reports.stage(name, analysis, target, plan, **extra)
 
 
 # ------------------------------------------------------------------ command
@@ -243,8 +241,11 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False),
               help="Write the results as JSON (documented keys, docs/json-report.md).")
-@click.option("--parquet", "parquet_out", type=click.Path(path_type=Path, dir_okay=False),
-              help="Write the EVENTS table as Parquet to FILE.")
+@click.option("--parquet", "parquet_out", type=click.Path(path_type=Path, file_okay=False),
+              help="Write the result tables as Parquet files in folder DIR (as export "
+                   "--parquet; docs/outputs.md).")
+@click.option("--parquet-events", is_flag=True,
+              help="With --parquet: also write the raw EVENTS table (events.parquet).")
 @click.option("--html", "html_out", type=click.Path(path_type=Path, dir_okay=False),
               help="Write a self-contained HTML report (opens offline).")
 @click.option("--markdown", "markdown_out", type=click.Path(path_type=Path, dir_okay=False),
@@ -284,15 +285,20 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             hardware: str | None, rules_files: tuple[Path, ...],
             cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None,
             engine: str, scheduler: str | None, partitioned: Path | None, summary_only: bool,
-            fr_dir: Path | None, **topo: Any) -> None:
+            fr_dir: Path | None, parquet_events: bool, **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
-    from tracekit.api import AnalyzeOptions, LoadOptions
+    from tracekit.api import Analysis, AnalyzeOptions, LoadOptions
     from tracekit.cli.outputs import plan_outputs
 
+    if parquet_events and parquet_out is None:
+        raise ConfigError("--parquet-events needs --parquet DIR")
+    if parquet_events and partitioned is not None:
+        raise ConfigError(f"--parquet-events: with --partitioned the events are in the "
+                          f"dataset {partitioned}")
     plan = plan_outputs(
-        files={"json_out": json_out, "parquet_out": parquet_out, "html_out": html_out,
+        files={"json_out": json_out, "html_out": html_out,
                "markdown_out": markdown_out, "junit_out": junit_out},
-        folders={"partitioned": partitioned, "cache_dir": cache_dir},
+        folders={"partitioned": partitioned, "cache_dir": cache_dir, "parquet_out": parquet_out},
         formats=[] if html_out is None else ["html"])
     layout = topo.get("layout")
     topology = topology_from_kwargs(topo)
@@ -305,7 +311,8 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
         analysis = partitioned_analysis(path, partitioned, options, analyze_options)
         with plan:
             write_reports(analysis, {"json": json_out, "html": html_out,
-                                     "markdown": markdown_out, "junit": junit_out}, plan)
+                                     "markdown": markdown_out, "junit": junit_out,
+                                     "parquet": parquet_out}, plan)
         click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
                    f"partitioned into {partitioned}")
         click.echo(report_text(analysis, color=tty), nl=False)
@@ -317,14 +324,18 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
         if summary_only:
             if json_out is not None:
                 write_json(summary, path, json_out, plan)
+            # the summary's tables are the only results
+            write_reports(Analysis(run=run, extra_tables=summary.tables(), source=str(path)),
+                          {"parquet": parquet_out}, plan, events=parquet_events)
         else:
             analysis = full_analysis(run, summary, analyze_options)
             if fr_findings is not None and fr_findings.num_rows:
-                analysis.findings = pa_concat(analysis.findings, fr_findings)
+                analysis.findings_table = pa_concat(analysis.findings_table, fr_findings)
             write_reports(analysis, {"json": json_out, "html": html_out,
                                      "markdown": markdown_out, "junit": junit_out}, plan)
-        if parquet_out is not None:
-            write_parquet(run.events, parquet_out, plan)
+            # the same result tables as `export --parquet`
+            write_reports(without_summary(analysis), {"parquet": parquet_out}, plan,
+                          events=parquet_events)
     if tty:
         render_rich(summary, path)
     else:

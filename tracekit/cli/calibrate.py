@@ -20,6 +20,10 @@ def command(out: Path | None, iters: int, max_bytes: int, name: str) -> None:
     """Run a short 2-process gloo ping-pong and all-reduce sweep on 127.0.0.1, fit alpha and
     beta, write the profile and print it."""
     from tracekit import io
+    from tracekit.cli.outputs import require_modules
+
+    # torch runs the sweep: without it, one line at once (not a timed-out sweep)
+    require_modules("calibrate", "capture", ("torch",))
     from tracekit.measure import calibrate
 
     # the target is checked before the sweep (a missing folder is created when written)

@@ -27,10 +27,13 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--json", "json_out", type=_FILE, help="JSON report to FILE.")
 @click.option("--markdown", type=_FILE, help="Markdown report to FILE.")
 @click.option("--parquet", type=click.Path(path_type=Path, file_okay=False),
-              help="Result tables as Parquet files in folder DIR.")
+              help="Result tables as Parquet files in folder DIR (as analyze --parquet).")
+@click.option("--parquet-events", is_flag=True,
+              help="With --parquet: also write the raw EVENTS table (events.parquet).")
 @analysis_options
 def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path | None,
-            markdown: Path | None, parquet: Path | None, hardware: str | None,
+            markdown: Path | None, parquet: Path | None, parquet_events: bool,
+            hardware: str | None,
             rules_files: tuple[Path, ...], on_error: str, cache_dir: Path | None,
             **topo: Any) -> None:
     """Analyse RUN and write it as Perfetto trace, HTML, JSON, Markdown or Parquet."""
@@ -43,11 +46,15 @@ def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path 
     if not chosen:
         raise ConfigError("nothing to export: give --perfetto, --html, --json, --markdown "
                           "or --parquet")
+    if parquet_events and parquet is None:
+        raise ConfigError("--parquet-events needs --parquet DIR")
     plan = plan_outputs(
         files={"perfetto": perfetto, "html": html, "json_out": json_out, "markdown": markdown},
         folders={"parquet": parquet, "cache_dir": cache_dir}, formats=chosen)
     analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo)
     with plan:
-        written = [reports.stage(name, analysis, path, plan) for name, path in chosen.items()]
+        written = [reports.stage(name, analysis, path, plan,
+                                 **({"events": parquet_events} if name == "parquet" else {}))
+                   for name, path in chosen.items()]
     for path in written:
         click.echo(f"wrote {path}")

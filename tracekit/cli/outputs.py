@@ -55,16 +55,21 @@ def command_inputs(outputs: Iterable[str] = ()) -> Inputs:
     return inputs
 
 
+def require_modules(what: str, extra: str, modules: Iterable[str]) -> None:
+    """ConfigError naming ``extra`` when one of ``modules`` is not installed, before any work:
+    ``<what> needs the '<extra>' extra (<modules> not installed): pip install ...``."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"{what} needs the '{extra}' extra ({', '.join(missing)} not "
+                          f"installed): pip install 'tracekit[{extra}]'")
+
+
 def require_extras(formats: Iterable[str]) -> None:
     """One line naming the missing extra, before any work (``--html`` without bokeh)."""
     for fmt in formats:
-        if fmt not in EXTRAS:
-            continue
-        extra, modules = EXTRAS[fmt]
-        missing = [m for m in modules if importlib.util.find_spec(m) is None]
-        if missing:
-            raise ConfigError(f"--{fmt} needs the '{extra}' extra ({', '.join(missing)} not "
-                              f"installed): pip install 'tracekit[{extra}]'")
+        if fmt in EXTRAS:
+            extra, modules = EXTRAS[fmt]
+            require_modules(f"--{fmt}", extra, modules)
 
 
 def plan_outputs(files: Mapping[str, Path | None] = {},

@@ -199,8 +199,8 @@ def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions)
         run=run,
         attributed=attributed,
         measured=measured_table,
-        phases=phase_table(tl, attributed, crossrank.int_frame(measured_table)),
-        tables={
+        phases_table=phase_table(tl, attributed, crossrank.int_frame(measured_table)),
+        extra_tables={
             "time_classes": time_classes(tl),
             "a2a_matrix": sized.matrix,
             "a2a": sized.summary,
@@ -208,7 +208,7 @@ def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions)
             "stragglers": strag,
             "coverage": cover,
         },
-        findings=_concat(crossrank.straggler_findings(strag, df),
+        findings_table=_concat(crossrank.straggler_findings(strag, df),
                          bound_findings(measured, sized), coverage.findings(cover)),
     )
     analysis.info["hardware"] = _profile_info(profile)

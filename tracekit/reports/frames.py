@@ -90,8 +90,8 @@ def phase_totals(analysis: Analysis) -> pd.DataFrame:
     PHASES the sums come from MEASURED (compute and memcpy then stay null).
     """
     cols = [s.PHASE, *PHASE_SUMS, s.EFFICIENCY]
-    if has_rows(analysis.phases):
-        df = to_frame(analysis.phases, [s.RANK, s.LAYER, *cols])
+    if has_rows(analysis.phases_table):
+        df = to_frame(analysis.phases_table, [s.RANK, s.LAYER, *cols])
         totals = df[df[s.RANK].isna() & df[s.LAYER].isna()]
         per_rank = df[df[s.RANK].notna() & df[s.LAYER].isna()]
         rows = totals if len(totals) else per_rank if len(per_rank) else df
@@ -208,9 +208,9 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 def findings(analysis: Analysis) -> pd.DataFrame:
     """FINDINGS sorted by severity, rule, layer; ranks as plain lists; a phase column added."""
     cols = [*FINDING_COLS, s.PHASE]
-    if not has_rows(analysis.findings):
+    if not has_rows(analysis.findings_table):
         return pd.DataFrame(columns=cols)
-    f = to_frame(analysis.findings, FINDING_COLS)
+    f = to_frame(analysis.findings_table, FINDING_COLS)
     f[s.RANKS] = f[s.RANKS].map(lambda v: [] if v is None else [int(x) for x in v])
     f[s.PHASE] = f[s.PATH].map(lambda p: s.PathLabel.PHASE_OF.get(p, s.Phase.OTHER))
     sev = f[s.SEVERITY].map(lambda v: _SEVERITY_ORDER.get(v, 3))

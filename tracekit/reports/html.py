@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from tracekit.api import Analysis
 from tracekit.reports import frames, views
 from tracekit.reports import html_parts as parts
@@ -62,9 +60,7 @@ def coverage_panel(analysis: Analysis, t0: int = 0) -> Panel | None:
     and bounded); this panel only shows it, sortable, under the summary.
     """
     table = analysis.tables.get(COVERAGE_TABLE)
-    if table is None:
-        table = getattr(analysis, COVERAGE_TABLE, None)
-    if not isinstance(table, pa.Table) or not frames.has_rows(table):
+    if not frames.has_rows(table):
         return None
     df = frames.to_frame(table)
     section = views.Section("coverage", "Coverage", df, tuple(df.columns), headers={})
@@ -171,7 +167,7 @@ def panels(analysis: Analysis, timeline_max: int = pf.TIMELINE_MAX) -> list[Pane
     out += _plot_panels(analysis, timeline_max, t0)
     sections = views.sections(analysis, extra_rows=HTML_TABLE_ROWS)
     found = next((sec for sec in sections if sec.key == "findings"), None)
-    if analysis.findings is not None:
+    if analysis.findings_table is not None:
         out.append(_table_panel("findings", "Findings", found, t0) if found else
                    Panel("findings", "Findings", "<p>No findings.</p>"))
     for index, sec in enumerate(sections):

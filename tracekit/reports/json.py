@@ -95,8 +95,8 @@ def _run_section(analysis: Analysis) -> dict[str, Any]:
 
 def _extra_tables(analysis: Analysis) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in sorted(analysis.tables):
-        table = analysis.tables[name]
+    for name in sorted(analysis.extra_tables):
+        table = analysis.extra_tables[name]
         if table is None:
             continue
         df = frames.to_frame(table.slice(0, MAX_TABLE_ROWS))

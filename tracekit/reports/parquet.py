@@ -2,8 +2,9 @@
 
 ``render(analysis, table="measured")`` gives one table as Parquet bytes; ``write`` writes every
 present table to ``<folder>/<name>.parquet`` (attributed, measured, phases, findings and the
-extra tables), each through a temporary file and a rename. Column metadata (doc, unit) and the
-schema version travel with the Arrow schema.
+extra tables, ``Analysis.tables``; the raw EVENTS only with ``events=True``), each through a
+temporary file and a rename. ``analyze --parquet`` and ``export --parquet`` both come here.
+Column metadata (doc, unit) and the schema version travel with the Arrow schema.
 """
 
 from __future__ import annotations
@@ -19,18 +20,24 @@ from tracekit import io
 from tracekit.api import Analysis
 from tracekit.errors import ConfigError
 
-RESULT_TABLES = ("attributed", "measured", "phases", "findings")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-def tables(analysis: Analysis) -> dict[str, pa.Table]:
-    """Every result table present, by file stem (extra tables keep their names)."""
-    out = {name: getattr(analysis, name) for name in RESULT_TABLES}
-    for name, table in sorted(analysis.tables.items()):
-        if not _SAFE_NAME.match(name) or name in RESULT_TABLES:
+EVENTS_TABLE = "events"  # file stem of the EVENTS table, written only when asked
+
+
+def tables(analysis: Analysis, *, events: bool = False) -> dict[str, pa.Table]:
+    """Every result table present, by file stem (``Analysis.tables``), and with ``events``
+    the run's EVENTS table as ``events``."""
+    out = dict(analysis.tables)
+    if events:
+        if EVENTS_TABLE in out:
+            raise ConfigError(f"result table name {EVENTS_TABLE!r} clashes with EVENTS")
+        out[EVENTS_TABLE] = analysis.run.events
+    for name in out:
+        if not _SAFE_NAME.match(name):
             raise ConfigError(f"result table name {name!r} cannot be a file name")
-        out[name] = table
-    return {k: v for k, v in out.items() if v is not None}
+    return out
 
 
 def to_bytes(table: pa.Table) -> bytes:
@@ -48,18 +55,19 @@ def render(analysis: Analysis, *, table: str = "measured", **_options: Any) -> b
 
 
 def write(analysis: Analysis, folder: Path, *, outputs: io.Outputs | None = None,
-          **_options: Any) -> Path:
-    """Write every present result table to ``folder/<name>.parquet``; returns the folder.
+          events: bool = False, **_options: Any) -> Path:
+    """Write every present result table to ``folder/<name>.parquet`` (and with ``events``
+    the EVENTS table to ``folder/events.parquet``); returns the folder.
 
     With ``outputs`` the files are staged there (put in place when it commits); without,
     they are written together here."""
     if outputs is None:
         with io.Outputs() as own:
-            return write(analysis, folder, outputs=own)
+            return write(analysis, folder, outputs=own, events=events)
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"Parquet output must be a folder, {folder} is a file")
     outputs.folder(folder)
-    for name, table in tables(analysis).items():
+    for name, table in tables(analysis, events=events).items():
         with outputs.stream(folder / f"{name}.parquet") as fh:
             pq.write_table(table, fh, compression="zstd")
     return folder

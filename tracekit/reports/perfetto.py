@@ -5,7 +5,9 @@ tracekit's verdict (group, path, phase, layer, status, rule) and, for measured c
 the bound, efficiency, transfer and wait. Each rank is one process (pid = rank); each original
 thread or stream one thread, named by "M" metadata events. Two kinds of tracks are added per
 rank: one per phase (spans from the first to the last collective of that phase in a layer)
-and one for findings (instant events at the first collective they concern).
+and one for findings (instant events at the first collective they concern). The trace's own
+flow events (ac2g launch -> kernel, fwdbwd; ph s / t / f) are kept, re-read from the rank
+files (``perfetto_flows``) and put on the same exported threads.
 
 Times are microseconds (the format's unit) relative to the earliest event, written as floats
 that keep the integer nanoseconds exactly (x.yyy); the epoch offset is in ``otherData``.
@@ -22,6 +24,7 @@ from tracekit import __version__
 from tracekit import schema as s
 from tracekit.api import Analysis
 from tracekit.reports import frames
+from tracekit.reports import perfetto_flows as flow
 
 PHASE_TID0 = 1  # phase tracks use tids 1..len(Phase.ALL)
 FINDINGS_TID = PHASE_TID0 + len(s.Phase.ALL)
@@ -58,13 +61,24 @@ def _events(analysis: Analysis) -> pd.DataFrame:
     return df
 
 
-def _threads(df: pd.DataFrame) -> tuple[pd.Series, list[dict[str, Any]]]:
-    """Dense thread ids per rank and their thread_name metadata events."""
-    keys = df[[s.RANK, s.PID, s.TID]].fillna(-1).astype(np.int64)
+def _thread_keys(df: pd.DataFrame) -> pd.DataFrame:
+    return df[[s.RANK, s.PID, s.TID]].fillna(-1).astype(np.int64)
+
+
+def _thread_ids(df: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
+    tid = _thread_keys(df).merge(pairs, on=[s.RANK, s.PID, s.TID], how="left")[TID_COL]
+    tid.index = df.index
+    return tid
+
+
+def _threads(df: pd.DataFrame, flows: pd.DataFrame
+             ) -> tuple[pd.Series, pd.DataFrame, list[dict[str, Any]]]:
+    """Dense thread ids per rank (of the events and of the flows' threads), the
+    (rank, pid, tid) -> exported tid table, and the thread_name metadata events."""
+    keys = pd.concat([_thread_keys(df), _thread_keys(flows)], ignore_index=True)
     pairs = keys.drop_duplicates().sort_values([s.RANK, s.PID, s.TID])
     pairs[TID_COL] = pairs.groupby(s.RANK).cumcount() + THREAD_TID0
-    tid = keys.merge(pairs, on=[s.RANK, s.PID, s.TID], how="left")[TID_COL]
-    tid.index = df.index
+    tid = _thread_ids(df, pairs)
     first = df.assign(**{TID_COL: tid}).drop_duplicates([s.RANK, TID_COL])
     meta = []
     for row in first.itertuples(index=False):
@@ -75,7 +89,25 @@ def _threads(df: pd.DataFrame) -> tuple[pd.Series, list[dict[str, Any]]]:
                      "args": {"name": label}})
         meta.append({"ph": "M", "name": "thread_sort_index", "pid": int(rank), "tid": int(t),
                      "args": {"sort_index": int(t)}})
-    return tid.astype(np.int64), meta
+    return tid.astype(np.int64), pairs, meta
+
+
+def _flow_events(flows: pd.DataFrame, pairs: pd.DataFrame, base: int) -> list[dict[str, Any]]:
+    """The trace's own flow events (perfetto_flows), on the exported threads."""
+    if not len(flows):
+        return []
+    tid = _thread_ids(flows, pairs).astype(np.int64).tolist()
+    ids = [_plain(flow.ID, v) for v in flows[flow.ID].tolist()]
+    bps = flows[flow.BP].astype(object).where(flows[flow.BP].notna(), None).tolist()
+    columns = zip(flows[flow.PH].tolist(), ids, flows[s.NAME].fillna("").tolist(),
+                  flows[s.CATEGORY].fillna("").tolist(), us(flows[s.TS_NS] - base),
+                  flows[s.RANK].astype(np.int64).tolist(), tid, strict=True)
+    out = [{"ph": ph, "id": i, "name": n, "cat": c, "ts": t, "pid": p, "tid": d}
+           for ph, i, n, c, t, p, d in columns]
+    for event, bp in zip(out, bps, strict=True):
+        if bp is not None:
+            event["bp"] = bp
+    return out
 
 
 def _values(series: pd.Series, column: str) -> list[Any]:
@@ -179,7 +211,8 @@ def build(analysis: Analysis) -> dict[str, Any]:
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0,
                        "args": {"sort_index": r}})
     if len(df):
-        tid, meta = _threads(df)
+        trace_flows = flow.flows(analysis.run.rank_info)
+        tid, pairs, meta = _threads(df, trace_flows)
         events += meta
         columns = zip(df[s.NAME].fillna("").astype(str).tolist(),
                       df[s.CATEGORY].fillna("").astype(str).tolist(),
@@ -187,6 +220,7 @@ def build(analysis: Analysis) -> dict[str, Any]:
                       df[s.RANK].astype(np.int64).tolist(), tid.tolist(), _args(df), strict=True)
         events += [{"ph": "X", "name": n, "cat": c, "ts": t, "dur": d, "pid": p, "tid": i,
                     "args": a} for n, c, t, d, p, i, a in columns]
+        events += _flow_events(trace_flows, pairs, base)
     events += _phase_tracks(analysis, base)
     events += _finding_events(analysis, base, ranks)
     return {

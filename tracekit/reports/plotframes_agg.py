@@ -129,7 +129,7 @@ def waterfall(analysis: Analysis) -> pd.DataFrame:
     """
     cols = [s.RANK, s.LAYER, s.PHASE, s.COMM_NS, s.FUSED_NS, s.COMPUTE_NS, s.EXPOSED_NS,
             s.BOUND_NS, s.COUNT]
-    df = frames.to_frame(analysis.phases, cols)
+    df = frames.to_frame(analysis.phases_table, cols)
     df = df[df[s.RANK].notna() & df[s.LAYER].notna()]
     if not len(df):
         return pd.DataFrame(columns=[s.LAYER, s.PHASE, SEGMENT, START_MS, END_MS])

@@ -89,7 +89,7 @@ def summary(analysis: Analysis) -> list[tuple[str, str]]:
     if sum(counts.values()):
         lines.append(("collectives", ", ".join(f"{n} {k}" for k, n in counts.items())))
     found = frames.findings(analysis)
-    if analysis.findings is not None:
+    if analysis.findings_table is not None:
         by_sev = found[s.SEVERITY].fillna("?").value_counts().sort_index()
         lines.append(("findings", ", ".join(f"{n} {k}" for k, n in by_sev.items()) or "none"))
     if analysis.run.skipped:
@@ -205,8 +205,8 @@ def sections(analysis: Analysis, extra_rows: int | None = EXTRA_ROWS) -> list[Se
         per_rank = frames.events_overview(analysis)
         if len(per_rank):
             out.append(Section("per_rank", "Events per rank", per_rank, tuple(per_rank.columns)))
-    for name in sorted(analysis.tables):
-        table = analysis.tables[name]
+    for name in sorted(analysis.extra_tables):
+        table = analysis.extra_tables[name]
         if name == frames.COVERAGE_TABLE or not frames.has_rows(table):
             continue
         shown = table if extra_rows is None else table.slice(0, extra_rows)
