@@ -82,7 +82,7 @@ def test_notify_time_is_wait_of_the_instance_it_prepares(k: dict[str, str], layo
 def test_phases_count_notify_as_wait_and_keep_summing() -> None:
     # GIVEN the internode trace (cached_notify: the name does not say it prepares a combine)
     a = _analysis(DPSK, LAYOUT_DPSK)
-    total = {r[S.PHASE]: r for r in a.phases.to_pylist()
+    total = {r[S.PHASE]: r for r in a.phases_table.to_pylist()
              if r[S.RANK] is None and r[S.LAYER] is None}
     for phase, notify_i, data_i in ((Phase.DISPATCH, 1, 2), (Phase.COMBINE, 3, 4)):
         row = total[phase]
@@ -97,7 +97,7 @@ def test_phases_count_notify_as_wait_and_keep_summing() -> None:
         # and the device time of the phase (notify + data kernels, no overlap on one stream)
         # is exactly transfer + wait
         assert row[S.COMM_NS] == notify + data == row[S.TRANSFER_NS] + row[S.WAIT_NS]
-    text = format_phase_table(a.phases)
+    text = format_phase_table(a.phases_table)
     assert "notify ms" in text.splitlines()[0]
     assert f"{layers * (DURS[0][3] + DURS[1][3]) / 1e6:.3f}" in text
 
