@@ -89,38 +89,35 @@ def write_parquet(events: pa.Table, target: Path, outputs: Outputs | None = None
         plan.write_with(target, lambda fh: pq.write_table(events, fh, compression="zstd"))
 
 
-def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
+def _time(ns: int | None) -> str:
+    from tracekit.reports import fmt
+
+    return fmt.duration(ns)
 
 
-def _human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
-        value /= 1000
-    return f"{n} B"  # pragma: no cover
+def _bytes(n: int | None) -> str:
+    from tracekit.reports import fmt
+
+    return fmt.nbytes(n)
 
 
 def sections(summary: Summary) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of each table, as display strings."""
     from tracekit import schema as S
 
-    ranks = [[str(r[S.RANK]), str(r[S.COUNT]), _ms(r[S.DUR_NS])]
+    ranks = [[str(r[S.RANK]), str(r[S.COUNT]), _time(r[S.DUR_NS])]
              for r in summary.ranks.to_pylist()]
-    kernels = [[str(r[S.RANK]), str(r[S.KERNEL_CLASS]), str(r[S.COUNT]), _ms(r[S.DUR_NS])]
+    kernels = [[str(r[S.RANK]), str(r[S.KERNEL_CLASS]), str(r[S.COUNT]), _time(r[S.DUR_NS])]
                for r in summary.kernel_time.to_pylist()]
-    comm = [[str(r[S.OP]), str(r[S.COUNT]),
-             "-" if r[S.MSG_BYTES] is None else str(r[S.MSG_BYTES]),
-             _human_bytes(r[S.MSG_BYTES]), _ms(r[S.DUR_NS])]
+    comm = [[str(r[S.OP]), str(r[S.COUNT]), _bytes(r[S.MSG_BYTES]), _time(r[S.DUR_NS])]
             for r in summary.comm.to_pylist()]
-    return [
+    out = [
         ("ranks", ["rank", "events", "span"], ranks),
         ("kernel time by class", ["rank", "class", "kernels", "time"], kernels),
-        ("communication by op", ["op", "count", "bytes", "size", "time"], comm),
+        ("communication kernels by op (before attribution)", ["op", "kernels", "bytes", "time"],
+         comm),
     ]
+    return [section for section in out if section[2]]  # an empty table is not printed
 
 
 def render_text(summary: Summary, path: Path) -> str:
@@ -130,9 +127,6 @@ def render_text(summary: Summary, path: Path) -> str:
     for title, header, rows in sections(summary):
         lines.append("")
         lines.append(title)
-        if not rows:
-            lines.append("  (none)")
-            continue
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
         fmt = "  " + "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}"
                                for i, w in enumerate(widths))
@@ -176,13 +170,15 @@ def full_analysis(run: Run, summary: Summary, options: AnalyzeOptions) -> Analys
     return analysis
 
 
-def report_text(analysis: Analysis, color: bool) -> str:
-    """The full report without the summary tables, which the first section already shows."""
+def report_text(analysis: Analysis, color: bool, verbose: bool = False) -> str:
+    """The terminal report (tracekit.reports.text) without the first summary's tables: its
+    per-kernel op counts are the trace's own (gloo runs reduce_scatter as an all_reduce),
+    while the report counts collectives by the op that was called, from MEASURED."""
     from tracekit import reports
 
     shown = dataclasses.replace(
         analysis, tables={k: v for k, v in analysis.tables.items() if k not in SUMMARY_TABLES})
-    text = reports.render("text", shown, color=color)
+    text = reports.render("text", shown, color=color, verbose=verbose)
     return text if isinstance(text, str) else text.decode()
 
 
@@ -279,12 +275,14 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
               "as evidence of the communicator of collectives that name none.")
 @click.option("--summary-only", is_flag=True,
               help="Only parse and print the first summary (no attribution or bounds).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Per-rank tables too (shown anyway on runs of up to 8 ranks).")
 def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             html_out: Path | None, markdown_out: Path | None, junit_out: Path | None,
             hardware: str | None, rules_files: tuple[Path, ...],
             cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None,
             engine: str, scheduler: str | None, partitioned: Path | None, summary_only: bool,
-            fr_dir: Path | None, **topo: Any) -> None:
+            fr_dir: Path | None, verbose: bool = False, **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
     from tracekit.api import AnalyzeOptions, LoadOptions
     from tracekit.cli.outputs import plan_outputs
@@ -308,7 +306,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                                      "markdown": markdown_out, "junit": junit_out}, plan)
         click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
                    f"partitioned into {partitioned}")
-        click.echo(report_text(analysis, color=tty), nl=False)
+        click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
         return
     run = load_from_cli(path, options)
     run, fr_findings = flight_recorder_evidence(run, path, fr_dir)
@@ -325,10 +323,9 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                                      "markdown": markdown_out, "junit": junit_out}, plan)
         if parquet_out is not None:
             write_parquet(run.events, parquet_out, plan)
-    if tty:
+    if not summary_only:  # one report: the first summary's tables are in --json only
+        click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
+    elif tty:
         render_rich(summary, path)
     else:
         click.echo(render_text(summary, path), nl=False)
-    if not summary_only:
-        click.echo("")
-        click.echo(report_text(analysis, color=tty), nl=False)
