@@ -10,7 +10,8 @@ Every table fits the width (a terminal's own, else ``$COLUMNS``, else 80): label
 (path, group, op, messages) wrap; figures never do, and a table too wide for the width
 continues below with its label columns repeated, so no figure (``eff`` included) is cut.
 
-Trace strings reach rich only as ``rich.text.Text`` objects (never parsed as markup): a kernel named ``[bold red]x[/]`` or ``<script>`` prints as written.
+Trace strings reach rich only as ``rich.text.Text`` objects (never parsed as markup): a
+kernel named ``[bold red]x[/]`` or ``<script>`` prints as written.
 The output depends only on the Analysis and the options (width 80 when not a terminal and
 ``$COLUMNS`` is unset), so the same input gives the same text byte for byte.
 """
