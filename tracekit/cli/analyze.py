@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracekit.cli.topo import topology_from_kwargs, topology_options
+from tracekit.cli.options import hardware_arg, run_options
+from tracekit.cli.topo import topology_from_kwargs
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -247,21 +248,9 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
               help="Write a Markdown report.")
 @click.option("--junit", "junit_out", type=click.Path(path_type=Path, dir_okay=False),
               help="Write JUnit XML (one testcase per check and phase).")
-@click.option("--hardware", default=None, metavar="NAME|FILE",
-              help="Hardware profile for the alpha-beta bounds (h200, a100, ascend-910b, "
-                   "cpu-gloo, ... or a YAML file).")
-@click.option("--rules", "rules_files", multiple=True,
-              type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="Extra rule YAML file (repeatable), added to the packaged rules.")
-@topology_options
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Parquet cache of parsed rank files (a changed file is re-read).")
-@click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop",
-              show_default=True, help="Stop at the first bad rank file, or skip it.")
+@run_options
 @click.option("--rank", type=click.IntRange(min=0), default=None,
               help="Rank of a single trace file that does not say it.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None,
-              help="Processes for parsing rank files (default: the cores).")
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local",
               show_default=True, help="Run per-rank parsing in local processes or on Dask.")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
@@ -298,7 +287,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
                           progress=tty, engine=engine, scheduler=scheduler)
     analyze_options = AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
-                                     hardware=hardware, layout=layout)
+                                     hardware=hardware_arg(hardware), layout=layout)
     if partitioned is not None:
         analysis = partitioned_analysis(path, partitioned, options, analyze_options)
         with plan:

@@ -32,7 +32,7 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path | None,
             markdown: Path | None, parquet: Path | None, hardware: str | None,
             rules_files: tuple[Path, ...], on_error: str, cache_dir: Path | None,
-            **topo: Any) -> None:
+            jobs: int | None, **topo: Any) -> None:
     """Analyse RUN and write it as Perfetto trace, HTML, JSON, Markdown or Parquet."""
     from tracekit import reports
     from tracekit.cli.outputs import plan_outputs
@@ -46,7 +46,7 @@ def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path 
     plan = plan_outputs(
         files={"perfetto": perfetto, "html": html, "json_out": json_out, "markdown": markdown},
         folders={"parquet": parquet, "cache_dir": cache_dir}, formats=chosen)
-    analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo)
+    analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo, jobs)
     with plan:
         written = [reports.stage(name, analysis, path, plan) for name, path in chosen.items()]
     for path in written:
