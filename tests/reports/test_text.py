@@ -7,7 +7,8 @@ import re
 import pytest
 
 from tracekit import reports
-from tracekit.reports import text
+from tracekit import schema as s
+from tracekit.reports import fmt, text
 
 ESC = "\x1b["
 
@@ -112,3 +113,12 @@ def test_terminal_width_defaults_to_80_off_a_terminal(monkeypatch):
     assert text.terminal_width() == 80
     monkeypatch.setenv("COLUMNS", "120")
     assert text.terminal_width() == 120
+
+
+def test_byte_columns_are_sizes_and_counts_stay_counts():
+    # GIVEN a size column and a count of collectives "with bytes"
+    # THEN the size prints in decimal units (7,340,032 B = 7.34 MB), the count as a number
+    assert fmt.short_cell(s.SEND_BYTES, 7_340_032) == "7.34 MB"
+    assert fmt.short_cell(s.WITH_BYTES, 32) == "32"
+    assert fmt.short_cell(s.TRANSFER_NS, 12_852_000) == "12.85 ms"
+    assert fmt.short_cell(s.TRANSFER_NS, None) == fmt.DASH  # unknown, never 0

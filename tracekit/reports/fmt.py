@@ -84,7 +84,9 @@ def text(value: Any) -> str:
 
 # column -> formatter, by what the column holds
 _BY_COLUMN = {
-    s.COUNT: count, s.MSG_BYTES: nbytes, s.IN_BYTES: nbytes, s.EFFICIENCY: ratio,
+    s.COUNT: count, s.MSG_BYTES: nbytes, s.IN_BYTES: nbytes, s.OUT_BYTES: nbytes,
+    s.SEND_BYTES: nbytes, s.RECV_BYTES: nbytes, s.MEAN_BYTES: nbytes, s.TRANSIT_BYTES: nbytes,
+    s.EFFICIENCY: ratio,
     s.ALGBW_GBPS: ratio, s.BUSBW_GBPS: ratio,
 }
 
@@ -102,8 +104,6 @@ def cell(column: str, value: Any) -> str:
         return _BY_COLUMN[column](value)
     if column.endswith("_ns"):
         return ns(value)
-    if column.endswith("_bytes"):
-        return nbytes(value)
     if column.endswith("_pct"):
         return pct(value)
     if isinstance(value, float) and not _missing(value):

@@ -36,7 +36,7 @@ from tracekit.reports import fmt, views
 DEFAULT_WIDTH = 80  # columns when not on a terminal and $COLUMNS is unset
 GAP = 2  # spaces between two columns
 LABEL_MIN = 10  # a wrapping column is never squeezed below this many characters
-KEYS = 3  # leading label columns repeated when a table continues below
+KEYS = 2  # leading label columns repeated when a table continues below
 KEY_MAX = 28  # a repeated label column's width before it wraps
 # columns that wrap (labels and sentences); every other column holds a figure and never wraps
 WRAP_COLUMNS = (s.PATH, s.GROUP, s.OP, s.PHASE, s.RULE_ID, s.PG_NAME, s.SIZE_SOURCE,
