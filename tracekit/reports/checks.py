@@ -158,7 +158,8 @@ def _regression(
         before, after = old.get(scope), new[scope]
         if not before:
             out.append(CheckResult("regression", scope, True, None, limit,
-                                   "no communication in the baseline for this phase"))
+                                   "skipped: no communication in the baseline for this phase",
+                                   skipped=True))
             continue
         change = 100.0 * (after - before) / before
         ok = change <= limit

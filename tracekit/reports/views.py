@@ -192,8 +192,8 @@ def headline(analysis: Analysis) -> list[tuple[str, str]]:
         busy = totals[frames.BUSY_NS]
         lines += [
             ("exposed comm", f"{fmt.duration(totals[s.EXPOSED_NS])} of "
-             f"{fmt.duration(busy)} busy "
-             f"device time ({fmt.pct(totals[frames.EXPOSED_COMM_PCT])}), sum over ranks"),
+             f"{fmt.duration(busy)} busy time "
+             f"({fmt.pct(totals[frames.EXPOSED_COMM_PCT])}), sum over ranks"),
             ("wait for peers", _wait_line(totals[s.WAIT_NS], cov)),
             ("efficiency", _efficiency_line(analysis, totals, cov)),
         ]
