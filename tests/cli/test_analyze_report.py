@@ -67,3 +67,14 @@ def test_one_count_per_collective_matching_the_ground_truth() -> None:
     # AND no second table counts the same collectives by the kernel's op
     assert "communication kernels by op" not in out and "all_reduce" not in out
     assert out.count("tracekit report") == 1
+
+
+def test_verbose_prints_the_full_tables_in_the_detail() -> None:
+    # GIVEN the 4-phase sample: the first screen shows every phase, so the detail does not
+    # repeat them; --verbose prints the full phase table (bytes, fused, compute) too
+    quiet = _analyze(120)
+    result = CliRunner().invoke(cli, ["analyze", str(SAMPLE), "--hardware", "h200", "--jobs",
+                                      "1", "--verbose"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "Time per phase (sum over ranks)" not in quiet
+    assert "Time per phase (sum over ranks)" in result.output
