@@ -40,15 +40,16 @@ def test_console_script_reports_15_allreduce_and_6_broadcast_kernels(nccl_trace:
     # GIVEN the installed console script WHEN it analyses the 2-rank DDP trace (rank 0)
     exe = Path(sys.executable).with_name("tracekit")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "tracekit"]
-    res = subprocess.run([*cmd, "analyze", str(nccl_trace)], capture_output=True, text=True,
-                         timeout=300, check=False)
-    # THEN the communication table lists the NCCL kernels per op with their bytes
+    res = subprocess.run([*cmd, "analyze", str(nccl_trace), "--summary-only"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    # THEN the first summary lists the NCCL kernels per op with their bytes (decimal units)
     assert res.returncode == 0, res.stderr
-    table = {m.group(1): (int(m.group(2)), int(m.group(3)))
-             for m in re.finditer(r"^\s+(all_reduce|broadcast)\s+(\d+)\s+(\d+)\s", res.stdout,
-                                  re.MULTILINE)}
-    # bytes: sum over the kernels of In msg nelems x 4 (Float), from the trace's args
-    assert table == {"all_reduce": (15, 306684384), "broadcast": (6, 638712)}
+    table = {m.group(1): (int(m.group(2)), m.group(3))
+             for m in re.finditer(r"^\s+(all_reduce|broadcast)\s+(\d+)\s+(\S+ [kMG]?B)\s",
+                                  res.stdout, re.MULTILINE)}
+    # bytes: sum over the kernels of In msg nelems x 4 (Float), from the trace's args:
+    # 306,684,384 B and 638,712 B
+    assert table == {"all_reduce": (15, "306.68 MB"), "broadcast": (6, "638.71 kB")}
     assert "1 rank" in res.stdout
     assert "communication" in res.stdout and "compute" in res.stdout
 

@@ -82,3 +82,38 @@ def test_events_only_efficiency_cannot_pass(events_only):
     results = checks.evaluate(json_report.build(events_only), checks.Thresholds(min_efficiency=0.5))
     assert not _by(results, "efficiency").passed
     assert "no efficiency" in _by(results, "efficiency").message
+
+
+def _phase_report(**phase_rows):
+    """A minimal report: totals plus phase rows given as name -> columns."""
+    phases = [{"phase": name, **row} for name, row in phase_rows.items()]
+    busy = sum(r.get("compute_ns", 0) + r.get("exposed_ns", 0) for r in phases)
+    totals = {"exposed_ns": sum(r.get("exposed_ns", 0) for r in phases), "busy_ns": busy,
+              "comm_ns": sum(r.get("comm_ns", 0) for r in phases),
+              "wait_ns": sum(r.get("wait_ns") or 0 for r in phases)}
+    return {"totals": totals, "phases": phases, "findings": []}
+
+
+def test_phase_exposure_is_over_that_phase_not_the_run():
+    # GIVEN a small phase half exposed (50 of 100 ns busy) inside a run of 10,100 ns busy
+    report = _phase_report(
+        dispatch={"compute_ns": 50, "exposed_ns": 50, "comm_ns": 60},
+        experts={"compute_ns": 10_000, "exposed_ns": 0, "comm_ns": 0})
+    results = checks.evaluate(report, checks.Thresholds(max_exposed_comm_pct=10))
+    # THEN the phase's share is 50% and fails at 10%, though the run's (0.5%) passes
+    dispatch = _by(results, "exposed-comm", "dispatch")
+    assert dispatch.value == 50.0 and not dispatch.passed
+    assert _by(results, "exposed-comm").passed
+
+
+def test_wait_gate_skips_phases_without_a_wait_figure():
+    # GIVEN a barrier phase whose wait is unknown and a phase waiting 80 of 100 ns
+    report = _phase_report(other={"comm_ns": 1_000_000, "wait_ns": None},
+                           combine={"comm_ns": 100, "wait_ns": 80})
+    results = checks.evaluate(report, checks.Thresholds(max_wait_pct=50))
+    # THEN the barrier's phase is skipped (listed, passing), combine fails at 80%
+    other = _by(results, "wait", "other")
+    assert other.skipped and other.passed and other.value is None
+    combine = _by(results, "wait", "combine")
+    assert not combine.passed and combine.value == 80.0
+    assert "1 skipped" in checks.summary_line(results)

@@ -76,3 +76,29 @@ def test_findings_sorted_by_severity_and_mapped_to_phases(analysis):
     f = frames.findings(analysis)
     assert list(f[s.SEVERITY]) == ["error", "warning", "info"]
     assert list(f[s.PHASE]) == [s.Phase.ATTENTION_REDUCE, s.Phase.DISPATCH, s.Phase.OTHER]
+
+
+def test_a_collective_without_a_bound_does_not_dilute_its_phase(analysis):
+    # GIVEN the attention all-reduces of layer 0 measured without a bound (no size), the
+    # rest of the phase with one
+    import pyarrow as pa
+
+    m = analysis.measured
+    layer0 = pc.and_(pc.equal(m.column(s.PHASE).cast(pa.string()), s.Phase.ATTENTION_REDUCE),
+                     pc.equal(m.column(s.LAYER), 0))
+    bound = pc.if_else(layer0, pa.scalar(None, m.schema.field(s.BOUND_NS).type),
+                       m.column(s.BOUND_NS))
+    cut = m.set_column(m.schema.get_field_index(s.BOUND_NS), s.BOUND_NS, bound)
+    bare = Analysis(run=analysis.run, measured=cut, phases_table=analysis.phases_table)
+    # WHEN phase totals are taken THEN the phase's eff is over the bounded collectives only:
+    # the MEASURED rows of the phase that have both a bound and a transfer
+    rows = cut.filter(pc.and_(pc.equal(cut.column(s.PHASE).cast(pa.string()),
+                                       s.Phase.ATTENTION_REDUCE), pc.is_valid(bound)))
+    expected = (pc.sum(rows.column(s.BOUND_NS)).as_py()
+                / pc.sum(rows.column(s.TRANSFER_NS)).as_py())
+    got = frames.phase_totals(bare).set_index(s.PHASE).loc[s.Phase.ATTENTION_REDUCE]
+    assert math.isclose(got[s.EFFICIENCY], expected)
+    # AND it equals the path table's eff (one source for both)
+    paths = frames.path_totals(bare)
+    path = paths[paths[s.PHASE] == s.Phase.ATTENTION_REDUCE].iloc[0]
+    assert math.isclose(path[s.EFFICIENCY], expected)

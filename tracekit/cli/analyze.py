@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracekit.cli.topo import topology_from_kwargs, topology_options
+from tracekit.cli.options import hardware_arg, run_options
+from tracekit.cli.topo import topology_from_kwargs
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -80,38 +81,35 @@ def write_json(summary: Summary, path: Path, target: Path,
         outputs.write(target, text)
 
 
-def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
+def _time(ns: int | None) -> str:
+    from tracekit.reports import fmt
+
+    return fmt.duration(ns)
 
 
-def _human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
-        value /= 1000
-    return f"{n} B"  # pragma: no cover
+def _bytes(n: int | None) -> str:
+    from tracekit.reports import fmt
+
+    return fmt.nbytes(n)
 
 
 def sections(summary: Summary) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of each table, as display strings."""
     from tracekit import schema as S
 
-    ranks = [[str(r[S.RANK]), str(r[S.COUNT]), _ms(r[S.DUR_NS])]
+    ranks = [[str(r[S.RANK]), str(r[S.COUNT]), _time(r[S.DUR_NS])]
              for r in summary.ranks.to_pylist()]
-    kernels = [[str(r[S.RANK]), str(r[S.KERNEL_CLASS]), str(r[S.COUNT]), _ms(r[S.DUR_NS])]
+    kernels = [[str(r[S.RANK]), str(r[S.KERNEL_CLASS]), str(r[S.COUNT]), _time(r[S.DUR_NS])]
                for r in summary.kernel_time.to_pylist()]
-    comm = [[str(r[S.OP]), str(r[S.COUNT]),
-             "-" if r[S.MSG_BYTES] is None else str(r[S.MSG_BYTES]),
-             _human_bytes(r[S.MSG_BYTES]), _ms(r[S.DUR_NS])]
+    comm = [[str(r[S.OP]), str(r[S.COUNT]), _bytes(r[S.MSG_BYTES]), _time(r[S.DUR_NS])]
             for r in summary.comm.to_pylist()]
-    return [
+    out = [
         ("ranks", ["rank", "events", "span"], ranks),
         ("kernel time by class", ["rank", "class", "kernels", "time"], kernels),
-        ("communication by op", ["op", "count", "bytes", "size", "time"], comm),
+        ("communication kernels by op (before attribution)", ["op", "kernels", "bytes", "time"],
+         comm),
     ]
+    return [section for section in out if section[2]]  # an empty table is not printed
 
 
 def render_text(summary: Summary, path: Path) -> str:
@@ -121,9 +119,6 @@ def render_text(summary: Summary, path: Path) -> str:
     for title, header, rows in sections(summary):
         lines.append("")
         lines.append(title)
-        if not rows:
-            lines.append("  (none)")
-            continue
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
         fmt = "  " + "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}"
                                for i, w in enumerate(widths))
@@ -168,16 +163,18 @@ def full_analysis(run: Run, summary: Summary, options: AnalyzeOptions) -> Analys
 
 
 def without_summary(analysis: Analysis) -> Analysis:
-    """``analysis`` less the first summary's tables (the text's first section shows them)."""
+    """``analysis`` less the first summary's tables: their per-kernel op counts are the
+    trace's own (gloo runs reduce_scatter as an all_reduce), while the report counts
+    collectives by the op that was called, from MEASURED; ``--json`` keeps them."""
     kept = {k: v for k, v in analysis.extra_tables.items() if k not in SUMMARY_TABLES}
     return dataclasses.replace(analysis, extra_tables=kept)
 
 
-def report_text(analysis: Analysis, color: bool) -> str:
-    """The full report without the summary tables, which the first section already shows."""
+def report_text(analysis: Analysis, color: bool, verbose: bool = False) -> str:
+    """The terminal report (tracekit.reports.text) without the first summary's tables."""
     from tracekit import reports
 
-    text = reports.render("text", without_summary(analysis), color=color)
+    text = reports.render("text", without_summary(analysis), color=color, verbose=verbose)
     return text if isinstance(text, str) else text.decode()
 
 
@@ -252,21 +249,9 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
               help="Write a Markdown report.")
 @click.option("--junit", "junit_out", type=click.Path(path_type=Path, dir_okay=False),
               help="Write JUnit XML (one testcase per check and phase).")
-@click.option("--hardware", default=None, metavar="NAME|FILE",
-              help="Hardware profile for the alpha-beta bounds (h200, a100, ascend-910b, "
-                   "cpu-gloo, ... or a YAML file).")
-@click.option("--rules", "rules_files", multiple=True,
-              type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="Extra rule YAML file (repeatable), added to the packaged rules.")
-@topology_options
-@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Parquet cache of parsed rank files (a changed file is re-read).")
-@click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop",
-              show_default=True, help="Stop at the first bad rank file, or skip it.")
+@run_options
 @click.option("--rank", type=click.IntRange(min=0), default=None,
               help="Rank of a single trace file that does not say it.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None,
-              help="Processes for parsing rank files (default: the cores).")
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local",
               show_default=True, help="Run per-rank parsing in local processes or on Dask.")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
@@ -280,12 +265,15 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
               "as evidence of the communicator of collectives that name none.")
 @click.option("--summary-only", is_flag=True,
               help="Only parse and print the first summary (no attribution or bounds).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Per-rank tables too (shown anyway on runs of up to 8 ranks).")
 def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             html_out: Path | None, markdown_out: Path | None, junit_out: Path | None,
             hardware: str | None, rules_files: tuple[Path, ...],
             cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None,
             engine: str, scheduler: str | None, partitioned: Path | None, summary_only: bool,
-            fr_dir: Path | None, parquet_events: bool, **topo: Any) -> None:
+            fr_dir: Path | None, parquet_events: bool, verbose: bool = False,
+            **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
     from tracekit.api import Analysis, AnalyzeOptions, LoadOptions
     from tracekit.cli.outputs import plan_outputs
@@ -306,7 +294,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
                           progress=tty, engine=engine, scheduler=scheduler)
     analyze_options = AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
-                                     hardware=hardware, layout=layout)
+                                     hardware=hardware_arg(hardware), layout=layout)
     if partitioned is not None:
         analysis = partitioned_analysis(path, partitioned, options, analyze_options)
         with plan:
@@ -315,7 +303,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                                      "parquet": parquet_out}, plan)
         click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
                    f"partitioned into {partitioned}")
-        click.echo(report_text(analysis, color=tty), nl=False)
+        click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
         return
     run = load_from_cli(path, options)
     run, fr_findings = flight_recorder_evidence(run, path, fr_dir)
@@ -336,10 +324,9 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             # the same result tables as `export --parquet`
             write_reports(without_summary(analysis), {"parquet": parquet_out}, plan,
                           events=parquet_events)
-    if tty:
+    if not summary_only:  # one report: the first summary's tables are in --json only
+        click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
+    elif tty:
         render_rich(summary, path)
     else:
         click.echo(render_text(summary, path), nl=False)
-    if not summary_only:
-        click.echo("")
-        click.echo(report_text(analysis, color=tty), nl=False)

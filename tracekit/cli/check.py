@@ -8,42 +8,24 @@ appended to ``$GITHUB_STEP_SUMMARY`` when that variable is set (GitHub Actions j
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from tracekit.cli.options import hardware_arg, run_options
 from tracekit.errors import CheckFailed, ConfigError
 
 if TYPE_CHECKING:
     from tracekit.api import Analysis
 
 
-def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Options shared by check, diff and export: how to read and analyse a run (the
-    parallel-config group of `tracekit topo` included)."""
-    from tracekit.cli.topo import topology_options
-
-    fn = topology_options(fn)
-    for deco in reversed([
-        click.option("--hardware", default=None,
-                     help="Hardware profile name (h200, cpu-gloo...) or a YAML file."),
-        click.option("--rules", "rules_files", multiple=True,
-                     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-                     help="Extra rule file (repeatable)."),
-        click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop",
-                     show_default=True, help="Stop at the first bad rank file, or skip it."),
-        click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False),
-                     help="Parquet cache of parsed rank files."),
-    ]):
-        fn = deco(fn)
-    return fn
+analysis_options = run_options  # the shared group (tracekit.cli.options), old name
 
 
 def analyze_path(path: Path, hardware: str | None = None, rules_files: tuple[Path, ...] = (),
                  on_error: str = "stop", cache_dir: Path | None = None,
-                 topo: dict[str, Any] | None = None) -> Analysis:
+                 topo: dict[str, Any] | None = None, jobs: int | None = None) -> Analysis:
     """The whole pipeline on a trace file or run directory (BadInputError when unreadable).
     ``topo``: the click kwargs of ``topology_options`` (popped here)."""
     from tracekit import api
@@ -53,12 +35,10 @@ def analyze_path(path: Path, hardware: str | None = None, rules_files: tuple[Pat
     layout = topo.get("layout")
     topology = topology_from_kwargs(topo)
 
-    hw: str | Path | None = hardware
-    if hardware is not None and Path(hardware).is_file():
-        hw = Path(hardware)
     return api.analyze(
-        path, api.LoadOptions(cache_dir=cache_dir, on_error=on_error),
-        api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hw, topology=topology,
+        path, api.LoadOptions(cache_dir=cache_dir, on_error=on_error, jobs=jobs),
+        api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hardware_arg(hardware),
+                           topology=topology,
                            layout=layout),
     )
 
@@ -90,6 +70,9 @@ def append_step_summary(markdown: str) -> Path | None:
               help="Fail when exposed communication exceeds PCT % of busy time.")
 @click.option("--min-efficiency", type=click.FloatRange(0), metavar="X",
               help="Fail when bound / transfer time is below X (run and each phase).")
+@click.option("--max-wait", "max_wait", type=click.FloatRange(0, 100), metavar="PCT",
+              help="Fail when wait for peers exceeds PCT % of communication time (run and "
+                   "each phase; a straggler shows here, not in the efficiency).")
 @click.option("--no-findings", is_flag=True,
               help="Fail on any finding of severity warning or error (errors always fail).")
 @click.option("--baseline", type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -104,10 +87,11 @@ def append_step_summary(markdown: str) -> Path | None:
               help="Write the JSON report (usable later as --baseline) to FILE.")
 @analysis_options
 def command(run: Path, max_exposed: float | None, min_efficiency: float | None,
-            no_findings: bool, baseline: Path | None, max_regression: float | None,
+            max_wait: float | None, no_findings: bool, baseline: Path | None,
+            max_regression: float | None,
             junit: Path | None, markdown: Path | None, json_out: Path | None,
             hardware: str | None, rules_files: tuple[Path, ...], on_error: str,
-            cache_dir: Path | None, **topo: Any) -> None:
+            cache_dir: Path | None, jobs: int | None, **topo: Any) -> None:
     """Check RUN against thresholds; exit 1 listing the failing checks."""
     from tracekit.cli.outputs import plan_outputs
     from tracekit.reports import checks
@@ -123,11 +107,11 @@ def command(run: Path, max_exposed: float | None, min_efficiency: float | None,
     report = read_json_report(run)
     analysis = None
     if report is None:
-        analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo)
+        analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo, jobs)
         report = json_report.build(analysis)
     thresholds = checks.Thresholds(
         max_exposed_comm_pct=max_exposed, min_efficiency=min_efficiency, no_findings=no_findings,
-        max_regression_pct=max_regression,
+        max_regression_pct=max_regression, max_wait_pct=max_wait,
         baseline=json_report.read(baseline) if baseline is not None else None)
     results = checks.evaluate(report, thresholds)
     text = (md.render(analysis, results=results) if analysis is not None

@@ -37,7 +37,7 @@ def load_report(path: Path, **analysis_kw: Any) -> dict[str, Any]:
 @analysis_options
 def command(a: Path, b: Path, label_a: str | None, label_b: str | None, json_out: Path | None,
             markdown: Path | None, hardware: str | None, rules_files: tuple[Path, ...],
-            on_error: str, cache_dir: Path | None, **topo: Any) -> None:
+            on_error: str, cache_dir: Path | None, jobs: int | None, **topo: Any) -> None:
     """Compare run A (before) with run B (after): per phase, per path, findings."""
     from tracekit.cli.outputs import plan_outputs
     from tracekit.reports import diff as diff_mod
@@ -46,7 +46,7 @@ def command(a: Path, b: Path, label_a: str | None, label_b: str | None, json_out
     plan = plan_outputs(files={"json_out": json_out, "markdown": markdown},
                         folders={"cache_dir": cache_dir})
     kw = {"hardware": hardware, "rules_files": rules_files, "on_error": on_error,
-          "cache_dir": cache_dir, "topo": topo}
+          "cache_dir": cache_dir, "topo": topo, "jobs": jobs}
     d = diff_mod.compare(load_report(a, **kw), load_report(b, **kw),
                          (label_a or a.name, label_b or b.name))
     with plan:

@@ -35,7 +35,7 @@ def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path 
             markdown: Path | None, parquet: Path | None, parquet_events: bool,
             hardware: str | None,
             rules_files: tuple[Path, ...], on_error: str, cache_dir: Path | None,
-            **topo: Any) -> None:
+            jobs: int | None, **topo: Any) -> None:
     """Analyse RUN and write it as Perfetto trace, HTML, JSON, Markdown or Parquet."""
     from tracekit import reports
     from tracekit.cli.outputs import plan_outputs
@@ -51,7 +51,7 @@ def command(run: Path, perfetto: Path | None, html: Path | None, json_out: Path 
     plan = plan_outputs(
         files={"perfetto": perfetto, "html": html, "json_out": json_out, "markdown": markdown},
         folders={"parquet": parquet, "cache_dir": cache_dir}, formats=chosen)
-    analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo)
+    analysis = analyze_path(run, hardware, rules_files, on_error, cache_dir, topo, jobs)
     with plan:
         written = [reports.stage(name, analysis, path, plan,
                                  **({"events": parquet_events} if name == "parquet" else {}))

@@ -11,6 +11,10 @@ phase, so JUnit shows one testcase per check and phase.
   phase's own busy time. A phase without busy time is skipped.
 * ``efficiency`` (``--min-efficiency X``): bound / transfer time, over the run and per phase;
   a phase with no bound (a barrier) is skipped and listed, not failed.
+* ``wait`` (``--max-wait PCT``): wait for peers as a percentage of the communication time
+  (communication + fused) of the run and of each phase: what a straggler arriving late at a
+  phase's collectives costs its peers. A phase whose wait is unknown (a barrier; collectives
+  seen on too few members to separate wait from transfer) is skipped and listed.
 * ``regression`` (``--baseline OLD.json --max-regression PCT``): communication plus fused time
   per rank, against the baseline, may grow by at most PCT percent.
 """
@@ -33,6 +37,7 @@ class Thresholds:
     min_efficiency: float | None = None
     no_findings: bool = False
     max_regression_pct: float | None = None
+    max_wait_pct: float | None = None
     baseline: dict[str, Any] | None = None  # a JSON report (tracekit.reports.json.read)
 
 
@@ -114,6 +119,28 @@ def _efficiency(report: dict[str, Any], limit: float) -> list[CheckResult]:
     return out
 
 
+def _wait(report: dict[str, Any], limit: float) -> list[CheckResult]:
+    totals = report.get("totals", {})
+    rows = [(TOTAL, totals), *_phase_rows(report).items()]
+    out = []
+    for scope, row in rows:
+        wait = row.get(s.WAIT_NS)
+        comm = float((row.get(s.COMM_NS) or 0) + (row.get(s.FUSED_NS) or 0))
+        share = None if wait is None else frames.ratio(float(wait), comm)
+        if share is None:
+            # no wait separated from transfer here (a barrier): no figure to gate
+            out.append(CheckResult("wait", scope, True, None, limit,
+                                   "skipped: wait for peers unknown (no collective with "
+                                   "transfer and wait separated)", skipped=True))
+            continue
+        pct = 100.0 * share
+        ok = pct <= limit
+        out.append(CheckResult("wait", scope, ok, pct, limit,
+                               f"wait for peers {pct:.1f}% of communication time "
+                               f"({'<=' if ok else '>'} {limit:g}%)"))
+    return out
+
+
 def _comm_per_rank(report: dict[str, Any]) -> dict[str, float]:
     n = report.get("totals", {}).get(s.N_RANKS) or 1
     out = {p: ((r.get(s.COMM_NS) or 0) + (r.get(s.FUSED_NS) or 0)) / n
@@ -131,7 +158,8 @@ def _regression(
         before, after = old.get(scope), new[scope]
         if not before:
             out.append(CheckResult("regression", scope, True, None, limit,
-                                   "no communication in the baseline for this phase"))
+                                   "skipped: no communication in the baseline for this phase",
+                                   skipped=True))
             continue
         change = 100.0 * (after - before) / before
         ok = change <= limit
@@ -150,6 +178,8 @@ def evaluate(report: dict[str, Any], thresholds: Thresholds | None = None) -> li
         results += _exposed(report, t.max_exposed_comm_pct)
     if t.min_efficiency is not None:
         results += _efficiency(report, t.min_efficiency)
+    if t.max_wait_pct is not None:
+        results += _wait(report, t.max_wait_pct)
     if t.baseline is not None and t.max_regression_pct is not None:
         results += _regression(report, t.baseline, t.max_regression_pct)
     return results

@@ -33,8 +33,24 @@ def ns(value: Any) -> str:
     return f"{v:,.0f} ns"
 
 
+def duration(value: Any) -> str:
+    """Nanoseconds in 4 significant figures, as s / ms / µs / ns (the terminal's tables)."""
+    if _missing(value):
+        return DASH
+    v = float(value)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(v) >= scale:
+            x = v / scale
+            if unit == "s" and abs(x) >= 1000:
+                return f"{x:,.0f} s"
+            decimals = 3 if abs(x) < 10 else 2 if abs(x) < 100 else 1
+            return f"{x:.{decimals}f} {unit}"
+    return f"{v:,.0f} ns"
+
+
 def nbytes(value: Any) -> str:
-    """Bytes in 1e3-based units (nccl-tests convention)."""
+    """Bytes in decimal units, kB = 1000 B, MB = 1e6 B, GB = 1e9 B (the nccl-tests
+    convention); the only byte units any tracekit report prints."""
     if _missing(value):
         return DASH
     v = float(value)
@@ -68,9 +84,18 @@ def text(value: Any) -> str:
 
 # column -> formatter, by what the column holds
 _BY_COLUMN = {
-    s.COUNT: count, s.MSG_BYTES: nbytes, s.IN_BYTES: nbytes, s.EFFICIENCY: ratio,
+    s.COUNT: count, s.MSG_BYTES: nbytes, s.IN_BYTES: nbytes, s.OUT_BYTES: nbytes,
+    s.SEND_BYTES: nbytes, s.RECV_BYTES: nbytes, s.MEAN_BYTES: nbytes, s.TRANSIT_BYTES: nbytes,
+    s.EFFICIENCY: ratio,
     s.ALGBW_GBPS: ratio, s.BUSBW_GBPS: ratio,
 }
+
+
+def short_cell(column: str, value: Any) -> str:
+    """``cell`` with times in 4 significant figures (``duration``): the terminal's tables."""
+    if column.endswith("_ns") and column not in _BY_COLUMN:
+        return duration(value)
+    return cell(column, value)
 
 
 def cell(column: str, value: Any) -> str:

@@ -119,6 +119,11 @@ def phase_totals(analysis: Analysis) -> pd.DataFrame:
     rows = rows.assign(**{s.PHASE: rows[s.PHASE].fillna(s.Phase.OTHER)})
     sums = rows.groupby(s.PHASE, sort=False)[list(PHASE_SUMS)].sum(min_count=1).reset_index()
     sums[s.EFFICIENCY] = _efficiency(sums)
+    bounded = _bounded_efficiency(analysis)
+    if bounded is not None:
+        # over the collectives with both a bound and a transfer, as per path: a barrier or a
+        # collective without a size in the phase does not dilute it
+        sums[s.EFFICIENCY] = sums[s.PHASE].map(bounded).astype(float)
     sums = sums.iloc[np.lexsort((sums[s.PHASE].to_numpy(), _phase_order(sums[s.PHASE])))]
     return sums[cols].reset_index(drop=True)
 
@@ -126,6 +131,18 @@ def phase_totals(analysis: Analysis) -> pd.DataFrame:
 def has_notify(df: pd.DataFrame) -> bool:
     """Whether a frame of phase or path totals holds notify (synchronisation) time."""
     return s.NOTIFY_NS in df and bool((df[s.NOTIFY_NS].astype(float).fillna(0) > 0).any())
+
+
+def _bounded_efficiency(analysis: Analysis) -> pd.Series | None:
+    """Per phase: bound / transfer summed over the MEASURED rows that have both (None
+    without MEASURED)."""
+    if not has_rows(analysis.measured):
+        return None
+    m = to_frame(analysis.measured, [s.PHASE, s.BOUND_NS, s.TRANSFER_NS])
+    both = m[s.BOUND_NS].notna() & m[s.TRANSFER_NS].notna()
+    m = m[both].assign(**{s.PHASE: m[s.PHASE].fillna(s.Phase.OTHER)})
+    g = m.groupby(s.PHASE)[[s.BOUND_NS, s.TRANSFER_NS]].sum()
+    return _efficiency(g)
 
 
 def _efficiency(df: pd.DataFrame) -> pd.Series:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from tracekit import schema as s
@@ -46,9 +47,14 @@ class Section:
     columns: tuple[str, ...]
     note: str = ""
     headers: dict[str, str] = field(default_factory=lambda: dict(HEADERS))
+    optional: tuple[str, ...] = ()  # columns a narrow terminal drops first (never eff)
 
     def header(self, column: str) -> str:
-        return self.headers.get(column, column)
+        """The heading of ``column``: a time column (``*_ns``) drops the suffix, since its
+        cells carry their unit."""
+        if column in self.headers:
+            return self.headers[column]
+        return column[:-3] if column.endswith("_ns") else column
 
 
 PHASE_COLUMNS = (s.PHASE, s.COUNT, s.MSG_BYTES, s.COMM_NS, s.FUSED_NS, s.COMPUTE_NS,
@@ -101,6 +107,11 @@ def _n(value: object) -> int:
     return 0 if fmt._missing(value) else int(float(str(value)))
 
 
+def _c(value: object) -> str:
+    """A count, or "unknown" when the figure is missing (never 0 for unknown)."""
+    return UNKNOWN if fmt._missing(value) else fmt.count(value)
+
+
 def coverage_lines(analysis: Analysis, cov: dict[str, object] | None) -> list[tuple[str, str]]:
     """The coverage block: ranks present vs the world, evidence per collective, clocks."""
     if cov is None:
@@ -119,13 +130,14 @@ def coverage_lines(analysis: Analysis, cov: dict[str, object] | None) -> list[tu
         known = comms[comms[s.GROUP_SIZE].notna()]
         lines.append(("communicators", f"{len(comms)} ({len(known)} of known size, "
                       f"{len(incomplete)} with members' traces absent)"))
-    n = _n(cov[s.COUNT])
+    n = _c(cov[s.COUNT])
     replays = cov[s.GRAPH_REPLAYS]
-    graph = (f", {_n(cov[s.IN_GRAPH])} in CUDA-graph replays ({_n(replays)} graph launches)"
-             if not fmt._missing(replays) else "")
-    lines.append(("evidence", f"of {n} collectives: {_n(cov[s.WITH_BYTES])} with bytes, "
-                  f"{_n(cov[s.WITH_COMM_META])} with communicator metadata, "
-                  f"{_n(cov[s.WITH_CALL_SITE])} with a call site, {_n(cov[s.MATCHED])} "
+    # CUDA-graph replays are only worth a word when there were any
+    graph = (f", {_c(cov[s.IN_GRAPH])} in CUDA-graph replays ({_c(replays)} graph launches)"
+             if not fmt._missing(replays) and _n(replays) else "")
+    lines.append(("evidence", f"of {n} collectives: {_c(cov[s.WITH_BYTES])} with bytes, "
+                  f"{_c(cov[s.WITH_COMM_META])} with communicator metadata, "
+                  f"{_c(cov[s.WITH_CALL_SITE])} with a call site, {_c(cov[s.MATCHED])} "
                   f"matched across ranks{graph}"))
     clock = str(cov[s.CLOCKS] or UNKNOWN)
     spread = cov[s.CLOCK_SPREAD_NS]
@@ -170,6 +182,135 @@ def _efficiency_line(analysis: Analysis, totals: dict[str, float | None],
             f" ({why})" if why else "")
     return (f"{fmt.ratio(cov[s.EFFICIENCY])} over {known} of {n} collectives with a bound and "
             "a transfer" + (f"; without: {why}" if why else ""))
+
+
+# --- the terminal report's first screen (tracekit.reports.text) ---
+
+HEADLINE_ROWS = 5  # rows of each first-screen table
+SMALL_RUN_RANKS = 8  # runs up to this many ranks show per-rank tables without --verbose
+HEAD_PHASE_COLUMNS = (s.PHASE, s.COUNT, frames.N_EFF, s.EFFICIENCY, s.COMM_NS, s.EXPOSED_NS,
+                      s.WAIT_NS, s.BOUND_NS)
+HEAD_PATH_COLUMNS = (s.PATH, s.GROUP, s.OP, s.COUNT, frames.N_EFF, s.EFFICIENCY, s.DUR_NS,
+                     s.WAIT_NS, s.BOUND_NS)
+HEAD_FINDING_COLUMNS = (s.SEVERITY, s.RULE_ID, s.RANKS, s.MESSAGE)
+EFF_NOTE = ("eff = alpha-beta bound / transfer, over the 'n eff' of the 'n' collectives "
+            "that have a size, a bound and a transfer; '-' = unknown")
+
+
+def headline(analysis: Analysis) -> list[tuple[str, str]]:
+    """The first lines of the terminal report: coverage, exposure, wait, efficiency,
+    attribution and findings, each in one sentence."""
+    phases = frames.phase_totals(analysis)
+    totals = frames.run_totals(phases)
+    ranks = frames.ranks(analysis)
+    events = analysis.run.events
+    n_events = f", {fmt.count(events.num_rows)} events" if frames.has_rows(events) else ""
+    lines = [("ranks", f"{len(ranks)}" + (f" ({ranks[0]}..{ranks[-1]})" if ranks else "")
+              + n_events)]
+    cov = frames.coverage_run(analysis)
+    lines += coverage_lines(analysis, cov)
+    if len(phases):
+        busy = totals[frames.BUSY_NS]
+        lines += [
+            ("exposed comm", f"{fmt.duration(totals[s.EXPOSED_NS])} of "
+             f"{fmt.duration(busy)} busy time "
+             f"({fmt.pct(totals[frames.EXPOSED_COMM_PCT])}), sum over ranks"),
+            ("wait for peers", _wait_line(totals[s.WAIT_NS], cov)),
+            ("efficiency", _efficiency_line(analysis, totals, cov)),
+        ]
+    counts = frames.attribution_counts(analysis)
+    if sum(counts.values()):
+        lines.append(("collectives", ", ".join(f"{n} {k}" for k, n in counts.items())))
+    found = frames.findings(analysis)
+    if analysis.findings_table is not None:
+        by_sev = found[s.SEVERITY].fillna("?").value_counts().sort_index()
+        lines.append(("findings", ", ".join(f"{n} {k}" for k, n in by_sev.items()) or "none"))
+    if analysis.run.skipped:
+        lines.append(("skipped files", str(len(analysis.run.skipped))))
+    return lines
+
+
+def phase_table(analysis: Analysis) -> pd.DataFrame:
+    """phase_totals with the 'n eff' of each phase (from path_totals: one source per count)."""
+    phases = frames.phase_totals(analysis)
+    paths = frames.path_totals(analysis)
+    if len(paths):
+        key = paths[s.PHASE].replace("", s.Phase.OTHER)
+        n_eff = paths[frames.N_EFF].groupby(key).sum()
+        phases[frames.N_EFF] = phases[s.PHASE].map(n_eff).fillna(0).astype("int64")
+    else:
+        phases[frames.N_EFF] = pd.Series([None] * len(phases), dtype=object)
+    return phases
+
+
+def _slowest(frame: pd.DataFrame, by: list[str], rows: int) -> pd.DataFrame:
+    time = sum((frame[c].astype(float).fillna(0) for c in by), pd.Series(0.0, frame.index))
+    order = np.argsort(-time.to_numpy(), kind="stable")
+    return frame.iloc[order[:rows]].reset_index(drop=True)
+
+
+def _of(shown: int, total: int) -> str:
+    return f"all {total}" if shown == total else f"top {shown} of {total}"
+
+
+def first_screen(analysis: Analysis, rows: int = HEADLINE_ROWS) -> list[Section]:
+    """The slowest phases and paths against their bounds, and the first findings."""
+    out: list[Section] = []
+    phases = phase_table(analysis)
+    if len(phases):
+        top = _slowest(phases, [s.COMM_NS, s.FUSED_NS], rows)
+        notify = frames.has_notify(phases)
+        out.append(Section("head-phases", "Time per phase, slowest first "
+                           f"({_of(len(top), len(phases))}, sum over ranks)", top,
+                           _with_notify(HEAD_PHASE_COLUMNS, notify),
+                           note=NOTIFY_NOTE if notify else ""))
+    paths = frames.path_totals(analysis)
+    if len(paths):
+        top = _slowest(paths, [s.DUR_NS], rows)
+        out.append(Section("head-paths", f"Collectives per path and group, slowest first "
+                           f"({_of(len(top), len(paths))})", top, HEAD_PATH_COLUMNS,
+                           note=EFF_NOTE, optional=(s.WAIT_NS,)))
+    found = frames.findings(analysis)
+    if len(found):
+        top = found.iloc[:rows]
+        out.append(Section("head-findings", f"Findings ({_of(len(top), len(found))}, most "
+                           "severe first)", top, HEAD_FINDING_COLUMNS))
+    return out
+
+
+def detail(analysis: Analysis, *, verbose: bool = False, extra_rows: int | None = EXTRA_ROWS,
+           rows: int = HEADLINE_ROWS) -> tuple[list[Section], list[str]]:
+    """What follows the first screen: full tables the first screen cut short, coverage per
+    communicator, and the extra tables; per-rank tables only when ``verbose`` or on a small
+    run. Returns the sections and the names of the per-rank tables left out."""
+    ranks = frames.ranks(analysis)
+    per_rank = verbose or len(ranks) <= SMALL_RUN_RANKS
+    out: list[Section] = []
+    left_out: list[str] = []
+    for section in sections(analysis, extra_rows=extra_rows):
+        n = len(section.frame)
+        if section.key in ("phases", "findings") and n <= rows and not verbose:
+            continue  # the first screen showed every row
+        if section.key == "phases":
+            table = phase_table(analysis)
+            notify = frames.has_notify(table)
+            section = Section(section.key, section.title, table,
+                              _with_notify((*HEAD_PHASE_COLUMNS[:4], *PHASE_COLUMNS[2:-1]),
+                                           notify), note=NOTIFY_NOTE if notify else "")
+        elif section.key == "paths":
+            if n <= rows and not verbose:
+                continue
+            notify = frames.has_notify(section.frame)
+            section = Section(section.key, section.title, section.frame,
+                              _with_notify((*HEAD_PATH_COLUMNS[:6], s.DUR_NS, s.MSG_BYTES,
+                                            s.TRANSFER_NS, s.WAIT_NS, s.BOUND_NS), notify),
+                              note=EFF_NOTE + (f"; {NOTIFY_NOTE}" if notify else ""))
+        by_rank = {s.RANK, s.SRC_RANK, s.DST_RANK} & set(section.frame.columns)
+        if by_rank and section.key != "coverage" and not per_rank:
+            left_out.append(section.title.removeprefix("Table "))
+            continue
+        out.append(section)
+    return out, left_out
 
 
 def sections(analysis: Analysis, extra_rows: int | None = EXTRA_ROWS) -> list[Section]:
