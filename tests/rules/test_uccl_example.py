@@ -103,4 +103,6 @@ def test_without_the_example_the_kernels_have_no_uccl_path(tmp_path: Path) -> No
     result = CliRunner().invoke(cli, ["export", str(run), "--parquet", str(out)])
     assert result.exit_code == 0, result.output
     rows = pq.read_table(out / "attributed.parquet").to_pylist()
-    assert not {r[S.PATH] for r in rows} & {"uccl_ep.dispatch", "uccl_ep.combine"}
+    kernels = [r for r in rows if r[S.NAME] in (DISPATCH, COMBINE)]
+    assert len(kernels) == 8
+    assert {(r[S.KERNEL_CLASS], r[S.PATH]) for r in kernels} == {("compute", None)}

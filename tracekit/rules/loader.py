@@ -17,7 +17,8 @@ PACKAGE = "tracekit.rules"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
 
 
-def _parse(text: str, source: str) -> RuleSet:
+def parse_text(text: str, source: str) -> RuleSet:
+    """One rule file's text, validated (ConfigError naming ``source``)."""
     try:
         data = yaml.load(text, Loader=_LOADER)  # a safe loader (C or Python)
     except RecursionError:
@@ -36,7 +37,8 @@ def packaged_files() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
-def _packaged_texts() -> list[tuple[str, str]]:
+def packaged_texts() -> list[tuple[str, str]]:
+    """(file name, text) of every packaged rule file, in file-name order."""
     root = resources.files(PACKAGE) / "data"
     return [(n, (root / n).read_text(encoding="utf-8")) for n in packaged_files()]
 
@@ -44,7 +46,7 @@ def _packaged_texts() -> list[tuple[str, str]]:
 @lru_cache(maxsize=1)
 def packaged_rules() -> RuleSet:
     """Every packaged rule file, in (priority, file name) order: earlier files win."""
-    files = [_parse(text, f"rules/{n}") for n, text in _packaged_texts()]
+    files = [parse_text(text, f"rules/{n}") for n, text in packaged_texts()]
     files.sort(key=lambda r: r.priority)  # stable: file-name order within one priority
     merged = RuleSet()
     for rules in reversed(files):
@@ -59,7 +61,7 @@ def rules_version() -> str:
     """The version of the packaged rules: the format version and a digest of the packaged
     files' content (any edit of a packaged file is a new version)."""
     digest = hashlib.sha256()
-    for name, text in _packaged_texts():
+    for name, text in packaged_texts():
         digest.update(f"{name}\0{text}\0".encode())
     return f"{FORMAT_VERSION}.{digest.hexdigest()[:12]}"
 
@@ -82,7 +84,7 @@ def load_file(path: Path) -> RuleSet:
     from tracekit.limits import read_options_file
 
     text = read_options_file(Path(path), "rules file", yaml=True, error=ConfigError)
-    return _parse(text, str(path))
+    return parse_text(text, str(path))
 
 
 def load_rules(user_files: Iterable[Path] = ()) -> RuleSet:

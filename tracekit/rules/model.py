@@ -451,7 +451,7 @@ def lint_param_paths(key: str, value: Any) -> list[str]:
     return out
 
 
-_SECTIONS: dict[str, type] = {
+SECTIONS: dict[str, type] = {
     "kernel_classes": KernelRule,
     "group_descs": GroupDescRule,
     "call_sites": CallSiteRule,
@@ -469,7 +469,7 @@ def ruleset_from_mapping(data: Any, source: str) -> RuleSet:
     """Validate one parsed YAML document into a RuleSet (ConfigError on any problem)."""
     if not isinstance(data, dict):
         raise ConfigError("a rules file must be a YAML mapping", source)
-    unknown = sorted(set(data) - set(_SECTIONS) - {"version", "name", "priority", "phase_order"})
+    unknown = sorted(set(data) - set(SECTIONS) - {"version", "name", "priority", "phase_order"})
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {', '.join(map(str, unknown))}", source)
     version = data.get("version")
@@ -479,7 +479,7 @@ def ruleset_from_mapping(data: Any, source: str) -> RuleSet:
             source,
         )
     built: dict[str, tuple[Any, ...]] = {}
-    for section, cls in _SECTIONS.items():
+    for section, cls in SECTIONS.items():
         items = data.get(section) or []
         if not isinstance(items, list):
             raise ConfigError(f"{section} must be a list", source)
