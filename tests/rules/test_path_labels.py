@@ -111,3 +111,25 @@ def test_no_path_label_is_spelled_in_python_under_tracekit() -> None:
     # THEN no label is spelled there
     assert not hits, hits
     assert "dp_gather.gatherv" in words and "fuseep" in bare_ok  # the test can see labels
+
+
+def test_the_lint_checks_the_loader_accepts_are_the_engine_checks() -> None:
+    from tracekit.rules.lints import CHECKS
+    from tracekit.rules.model import LINT_CHECKS
+
+    assert set(LINT_CHECKS) == set(CHECKS)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("version: 1\nlints:\n  - {id: l, check: double_reduction}\n", "check 'double_reduction'"),
+    ("version: 1\nlints:\n  - {id: l, check: config_paths, params: {families: [nofam]}}\n",
+     "'nofam' is not a declared path family"),
+    ("version: 1\nlints:\n  - {id: l, check: config_paths, params: {expect: {nofam: {}}}}\n",
+     "'nofam' is not a declared path family"),
+])
+def test_lints_name_generic_checks_and_declared_families(tmp_path: Path, text: str,
+                                                         needle: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=needle):
+        load_rules([path])

@@ -146,7 +146,7 @@ def expected_paths(topo: Topology, rule: LintRule | None = None,
 
     rules = rules if rules is not None else packaged_rules()
     if rule is None:
-        rule = next(r for r in rules.lints if r.check in ("config_paths", "path_mismatch"))
+        rule = next(r for r in rules.lints if r.check == "config_paths")
     expect = rule.param("expect") or FrozenMap()
     out: dict[str, set[str] | None] = {}
     for family in rule.param("families", ()):
@@ -274,9 +274,6 @@ CHECKS: dict[str, Check] = {
     "config_paths": config_paths,
     "participants": participants,
 }
-# the names of rule files written before the checks were generic
-ALIASES = {"double_reduction": "same_layer", "attention_global_tp": "group_in_slot",
-           "path_mismatch": "config_paths"}
 
 
 # engine frame column -> COLLECTIVE_UNITS column
@@ -321,7 +318,7 @@ def run_lints(units: pa.Table, rules: RuleSet, topo: Topology | None,
     comm = units_frame(units)
     rows: list[Finding] = []
     for rule in rules.lints:
-        check = CHECKS.get(ALIASES.get(rule.check, rule.check))
+        check = CHECKS.get(rule.check)
         if check is None:
             raise ConfigError(f"lint {rule.id}: unknown check {rule.check!r} "
                               f"(known: {', '.join(sorted(CHECKS))})")

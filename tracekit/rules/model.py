@@ -124,6 +124,8 @@ FORMAT_VERSION = 1
 
 TOPO_ATTN_TP = ("one", "eq_tp", "between")
 SEVERITIES = ("error", "warning", "info")
+# the generic lint checks of tracekit.rules.lints (CHECKS)
+LINT_CHECKS = ("same_layer", "group_in_slot", "config_paths", "participants")
 
 
 @dataclass(frozen=True)
@@ -255,6 +257,22 @@ class RuleSet:
     def label(self, path: str) -> PathLabelRule | None:
         return self._labels().get(path)
 
+    def phase_rank(self) -> dict[str, int]:
+        """Position of each phase in ``phase_order``."""
+        cached = self.__dict__.get("_phase_rank")
+        if cached is None:
+            cached = {phase: i for i, phase in enumerate(self.phase_order)}
+            object.__setattr__(self, "_phase_rank", cached)
+        return cached
+
+    def one_per_layer(self) -> frozenset[str]:
+        """Families with one variant per layer."""
+        cached = self.__dict__.get("_one_per_layer")
+        if cached is None:
+            cached = frozenset(f.id for f in self.path_families if f.one_per_layer)
+            object.__setattr__(self, "_one_per_layer", cached)
+        return cached
+
     def _labels(self) -> dict[str, PathLabelRule]:
         cached = self.__dict__.get("_label_index")
         if cached is None:
@@ -311,6 +329,15 @@ class RuleSet:
             for key, value in lint.params:
                 named += [(f"lints ({lint.id}) {key}", v) for v in lint_param_paths(key, value)
                           if v not in families]
+                fams: list[Any] = []
+                if key == "expect" and isinstance(value, FrozenMap):
+                    fams = [k for k, _ in value]
+                elif key in LINT_FAMILY_PARAMS:
+                    fams = list(value) if isinstance(value, tuple) else [value]
+                for fam in fams:
+                    if str(fam) not in families:
+                        raise ConfigError(f"lints ({lint.id}) {key}: {fam!r} is not a declared "
+                                          f"path family ({', '.join(sorted(families))})", source)
         for where, path in named:
             if path not in labels:
                 raise ConfigError(f"{where}: path {path!r} is not a declared path label "
@@ -343,6 +370,7 @@ _VOCAB: dict[str, tuple[str, ...]] = {
     "phase_order": schema.Phase.ALL,
     "attn_tp": TOPO_ATTN_TP,
     "severity": SEVERITIES,
+    "check": LINT_CHECKS,
 }
 _REGEX_KEYS = ("match", "call")
 _YAML_NAME = {"cls": "class"}
@@ -462,7 +490,9 @@ SECTIONS: dict[str, type] = {
     "path_families": PathFamily,
 }
 # lint params that name path labels (or path families)
-LINT_PATH_PARAMS = ("paths", "with", "reducing", "post_expert", "report_path")
+LINT_PATH_PARAMS = ("paths", "with", "report_path")
+# lint params that name path families
+LINT_FAMILY_PARAMS = ("families", "at_most")
 
 
 def ruleset_from_mapping(data: Any, source: str) -> RuleSet:

@@ -170,8 +170,8 @@ def _covers(paths: Sequence[str | None], required: Families) -> bool:
 
 
 def _consistent(rules: RuleSet, paths: Sequence[str | None]) -> bool:
-    order = {phase: i for i, phase in enumerate(rules.phase_order)}
-    one_per_layer = {f.id for f in rules.path_families if f.one_per_layer}
+    order = rules.phase_rank()
+    one_per_layer = rules.one_per_layer()
     last = -1
     used: set[str] = set()
     variants: dict[str, set[str]] = {}
