@@ -18,11 +18,14 @@ Modules that need further tables (all-to-all matrices, fits, stragglers) declare
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from tracekit.errors import SchemaError
+
+if TYPE_CHECKING:
+    from tracekit.rules.labels import _PackagedLabels
 
 SCHEMA_VERSION = "2"
 
@@ -256,56 +259,18 @@ class Phase:
     ALL = (ATTENTION_REDUCE, DP_GATHER, DISPATCH, EXPERTS, COMBINE, OTHER)
 
 
-class PathLabel:
-    """Values of ``path``: which variant of which step a collective belongs to.
+# Path labels (the values of ``path``) are rule data: declared with their phase and family in
+# tracekit/rules/data/paths.yaml (``path_labels``) and extended by user rule files; ``path`` is
+# an open string validated against the loaded rules. ``PathLabel`` (by const name) is the
+# packaged view, tracekit.rules.labels.PathLabel, reached lazily from here.
 
-    The workload's ground-truth sidecars and the rules engine use exactly these labels.
-    ``PHASE_OF`` maps each label to its phase.
-    """
 
-    ATTN_FULL_TP = "attn_reduce.full_tp"  # AllReduce on TP inside RowParallelLinear
-    ATTN_TP = "attn_reduce.attn_tp"  # attn_tp_all_reduce on ATTN_TP (1 < attn_tp < tp)
-    GATHER_V = "dp_gather.gatherv"  # all_gatherv (variable-length gather)
-    GATHER_AR = "dp_gather.allreduce"  # SUM_LEN zero-fill AllReduce over TP
-    GATHER_AG = "dp_gather.allgather"  # MAX_LEN AllGather over TP (attn_tp == 1)
-    GATHER_RS_AG = "dp_gather.rs_ag"  # MAX_LEN ReduceScatter in ATTN_TP, then AllGather over TP
-    COMBINE_A = "combine.a_allreduce"  # post-expert AllReduce on TP + dp_scatter (no comm)
-    COMBINE_B = "combine.b_reduce_scatterv"  # tp reduce_scatterv with per-DP real counts
-    COMBINE_C = "combine.c_reduce_scatter"  # equal-length reduce_scatter (dp_reduce_scatter_tensor)
-    NO_DPA_MOE_AR = "combine.tp_allreduce"  # no DP attention: post-expert AllReduce on TP
-    DEEPEP_NORMAL_DISPATCH = "deepep.normal.dispatch"
-    DEEPEP_NORMAL_COMBINE = "deepep.normal.combine"
-    DEEPEP_LL_DISPATCH = "deepep.ll.dispatch"
-    DEEPEP_LL_COMBINE = "deepep.ll.combine"
-    DEEPEP_V2_DISPATCH = "deepep.v2.dispatch"  # DeepEP V2 (ElasticBuffer) dispatch
-    DEEPEP_V2_COMBINE = "deepep.v2.combine"  # DeepEP V2 (ElasticBuffer) combine
-    DEEPEP_LAYOUT = "deepep.layout"  # a count exchange issued as a collective of its own
-    FUSEEP = "fuseep"  # fused dispatch + expert GEMMs + combine (Ascend FuseEP)
-    OTHER = "other"  # setup, barriers, object exchange, anything outside a layer's paths
+def __getattr__(name: str) -> _PackagedLabels:
+    if name == "PathLabel":
+        from tracekit.rules.labels import PathLabel
 
-    PHASE_OF: ClassVar[dict[str, str]] = {
-        ATTN_FULL_TP: Phase.ATTENTION_REDUCE,
-        ATTN_TP: Phase.ATTENTION_REDUCE,
-        GATHER_V: Phase.DP_GATHER,
-        GATHER_AR: Phase.DP_GATHER,
-        GATHER_AG: Phase.DP_GATHER,
-        GATHER_RS_AG: Phase.DP_GATHER,
-        COMBINE_A: Phase.COMBINE,
-        COMBINE_B: Phase.COMBINE,
-        COMBINE_C: Phase.COMBINE,
-        NO_DPA_MOE_AR: Phase.COMBINE,
-        DEEPEP_NORMAL_DISPATCH: Phase.DISPATCH,
-        DEEPEP_NORMAL_COMBINE: Phase.COMBINE,
-        DEEPEP_LL_DISPATCH: Phase.DISPATCH,
-        DEEPEP_LL_COMBINE: Phase.COMBINE,
-        DEEPEP_V2_DISPATCH: Phase.DISPATCH,
-        DEEPEP_V2_COMBINE: Phase.COMBINE,
-        DEEPEP_LAYOUT: Phase.DISPATCH,
-        FUSEEP: Phase.EXPERTS,
-        OTHER: Phase.OTHER,
-    }
-
-    ALL = tuple(PHASE_OF)
+        return PathLabel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MetaSource:
@@ -381,7 +346,7 @@ ATTRIBUTION_FIELDS = [
     _f(KERNEL_CLASS, _DICT, "communication, fused, compute, memcpy or other (schema.KernelClass)"),
     _f(KERNEL_ROLE, _DICT, "role inside a library: layout, notify, dispatch, combine..."),
     _f(GROUP, _DICT, "communicator: TP, ATTN_TP, ATTN_CP, MOE_EP, MOE_TP, MOE_DP, DP, PP, WORLD"),
-    _f(PATH, _DICT, "execution path the event belongs to (attn_reduce.tp, combine.rsv, deepep...)"),
+    _f(PATH, _DICT, "execution path of the event (a path label declared in the loaded rules)"),
     _f(PHASE, _DICT, "attention_reduce, dp_gather, dispatch, experts, combine or other"),
     _f(LAYER, pa.int32(), "decoder layer index, null when the event is outside any layer"),
     _f(LOGICAL_ID, pa.int64(), "one id for kernels that form one logical collective"),

@@ -17,7 +17,7 @@ from tracekit import api
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import grouped_tuples
-from tracekit.rules.lints import _FAMILIES, _finding, expected_paths, path_mismatch
+from tracekit.rules.lints import _finding, config_paths, expected_paths, family_members
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import LintRule
 from tracekit.schema import PathLabel
@@ -50,19 +50,21 @@ def test_grouped_tuples_keeps_equal_tuples_one_dimensional() -> None:
 def _reference_path_mismatch(comm: pd.DataFrame, rule: LintRule,
                              topo: Topology) -> list[dict[str, Any]]:
     """The lint written plainly: one frame slice per (step, layer)."""
-    expected = expected_paths(topo)
+    rules = load_rules()
+    expected = expected_paths(topo, rule, rules)
+    at_most = set(rule.param("at_most", ()))
     units = comm[comm[F.UNIT].astype(bool)].drop_duplicates([S.RANK, S.LOGICAL_ID])
     units = units[units[S.LAYER].notna()]
     out = []
     for (step, layer), part in units.groupby([units[F.STEP].fillna(-1), units[S.LAYER]],
                                              sort=True):
         seen = set(part[S.PATH].dropna())
-        for family, members in _FAMILIES.items():
+        for family, members in family_members(rule, rules).items():
             want = expected.get(family)
             if want is None:
                 continue
             got = seen & set(members)
-            ok = got <= want and (bool(got) or not want) if family == "a2a" else got == want
+            ok = got <= want and (bool(got) or not want) if family in at_most else got == want
             if ok:
                 continue
             ranks = sorted(set(part.loc[part[S.PATH].isin(members), S.RANK])) or sorted(
@@ -90,10 +92,11 @@ def test_path_mismatch_equals_per_layer_reference() -> None:
     })
     topo = Topology(ParallelConfig(tp=4, dp=4, enable_dp_attention=True,
                                    expect=(("dp_gather", "gatherv"), ("combine", "b"))))
-    rule = next(r for r in load_rules().lints if r.check == "path_mismatch")
+    rules = load_rules()
+    rule = next(r for r in rules.lints if r.check == "config_paths")
     run = api.Run(S.empty(S.EVENTS), S.empty(S.PROCESS_GROUPS), S.empty(S.RANK_INFO))
     # WHEN the lint runs
-    fast = path_mismatch(comm, rule, topo, run)
+    fast = config_paths(comm, rule, rules, topo, run)
     # THEN the same findings, in the same order, as the per-layer reference
     assert fast
     assert fast == _reference_path_mismatch(comm, rule, topo)

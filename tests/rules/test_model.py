@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.errors import ConfigError
-from tracekit.rules.loader import load_file, load_rules, packaged_files, packaged_rules
+from tracekit.rules.loader import load_rules, packaged_files, packaged_rules
 from tracekit.schema import KernelClass
 
 
@@ -49,7 +49,7 @@ def test_bad_rule_files_are_config_errors(tmp_path: Path, text: str, needle: str
     # GIVEN a user rule file with one mistake WHEN it is loaded THEN the error names it and file
     path = write(tmp_path, text)
     with pytest.raises(ConfigError, match=needle) as info:
-        load_file(path)
+        load_rules([path])  # a path label is checked against the merged rules
     assert str(path) in str(info.value)
 
 

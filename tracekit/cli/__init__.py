@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     "synth",
     "hang",
     "schema_cmd",
+    "rules_cmd",
 )
 
 

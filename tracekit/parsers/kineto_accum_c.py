@@ -354,9 +354,11 @@ static P acc_event(P p, P e, Acc *a, int64_t r) {
         return NULL;
     }
 done:
-    /* the checks of kineto_piece._check: ph everywhere, ts on X i M s f, dur on X */
+    /* the checks of kineto_piece._check: ph everywhere, ts on X i s f (not M: optional
+       there in the Chrome trace format), dur on X */
     if (a->ph_kind == PH_NONE) return NULL;
-    if (a->ph_kind != PH_OTHER && !(a->rv[4][r >> 3] & (1u << (r & 7)))) return NULL;
+    if (a->ph_kind != PH_OTHER && a->ph_kind != PH_M && !(a->rv[4][r >> 3] & (1u << (r & 7))))
+        return NULL;
     if (a->ph_kind == PH_X && !(a->rv[5][r >> 3] & (1u << (r & 7)))) return NULL;
     return p;
 }

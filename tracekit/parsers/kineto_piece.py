@@ -36,7 +36,7 @@ from tracekit.parsers.kineto_decode import (
 )
 
 TIMED = ("X", "i")
-_NEEDS_TS = ("X", "i", "M", "s", "f")
+_NEEDS_TS = ("X", "i", "s", "f")  # not M: Chrome trace format makes its ts optional
 # every field decode_piece reads: the event's, its ids and the keys that mark comm args
 _ALL_FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args", "args.external_id",
                "args.correlation", "args.py_id", "args.py_parent_id", "args.coll_name",

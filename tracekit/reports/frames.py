@@ -229,7 +229,8 @@ def findings(analysis: Analysis) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     f = to_frame(analysis.findings_table, FINDING_COLS)
     f[s.RANKS] = f[s.RANKS].map(lambda v: [] if v is None else [int(x) for x in v])
-    f[s.PHASE] = f[s.PATH].map(lambda p: s.PathLabel.PHASE_OF.get(p, s.Phase.OTHER))
+    phase_of = s.PathLabel.PHASE_OF
+    f[s.PHASE] = f[s.PATH].map(lambda p: phase_of.get(p, s.Phase.OTHER))
     sev = f[s.SEVERITY].map(lambda v: _SEVERITY_ORDER.get(v, 3))
     layer = f[s.LAYER].astype(float).fillna(-1)
     order = np.lexsort((f[s.MESSAGE].fillna("").to_numpy(), layer.to_numpy(),

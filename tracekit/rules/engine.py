@@ -203,9 +203,9 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     token_cols = token_cols.where(token_cols.notna(), None)  # NaN != NaN would break periods
     first[F.TOKEN] = list(token_cols.itertuples(index=False, name=None))
     first[F.SLOTS] = [
-        () if isinstance(p, str) else slot_candidates(topo, o, g)
+        () if isinstance(p, str) else slot_candidates(rules, topo, o, g)
         for o, g, p in zip(first[F.LOGICAL_OP], first[S.GROUP], first[S.PATH], strict=True)]
-    required = required_families(topo, set(comm[S.PATH].dropna()))
+    required = required_families(rules, topo, set(comm[S.PATH].dropna()))
 
     items = _sequence(first)
     fitting: dict[tuple[tuple[str | None, tuple[str, ...]], ...], bool] = {}
@@ -214,15 +214,15 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
         # a period must hold whole layers without slots the topology does not expect
         seq = tuple(items[i] for i in positions.tolist())
         if seq not in fitting:
-            fitting[seq] = place(seq, topo, required, allow_unexpected=False) is not None
+            fitting[seq] = place(rules, seq, topo, required, allow_unexpected=False) is not None
         return fitting[seq]
 
     layer = marker_layers(frame, first, rules)
     hint = topo.config.layers if topo is not None else None
     layer = layer.fillna(periodic_layers(first, hint, fits))
     first[S.LAYER] = layer
-    first = transfer(_place_paths(first, topo, required))
-    first[S.LAYER] = _only_model_layers(first)
+    first = transfer(_place_paths(rules, first, topo, required), rules)
+    first[S.LAYER] = _only_model_layers(first, rules)
     per_logical = first.set_index(S.LOGICAL_ID)
     known = comm[S.LOGICAL_ID].notna()
     borrowed = per_logical[per_logical[F.GROUP_RULE] == "layer.signature"]
@@ -242,8 +242,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
     comm = take_prepared(comm)
     comm = _fill_wrappers(comm)
-    comm[S.PHASE] = comm[S.PATH].map(lambda p: S.PathLabel.PHASE_OF.get(p) if isinstance(p, str)
-                                     else None)
+    comm[S.PHASE] = comm[S.PATH].map(rules.phase_of)
     return comm
 
 
@@ -263,11 +262,10 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
     return fill_from_nested(comm, comm, S.LOGICAL_ID, _ORDER_FACTS)
 
 
-def _only_model_layers(first: pd.DataFrame) -> pd.Series:
+def _only_model_layers(first: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """Keep a layer index only where the layer holds a decoder-layer path (not other)."""
     in_layer = first[S.PATH].map(
-        lambda p: isinstance(p, str)
-        and S.PathLabel.PHASE_OF.get(p, S.Phase.OTHER) != S.Phase.OTHER)
+        lambda p: (rules.phase_of(p) or S.Phase.OTHER) != S.Phase.OTHER)
     keys = [first[S.RANK], first[F.STEP].fillna(-1), first[S.LAYER]]
     keep = in_layer.groupby(keys, dropna=False).transform("any")
     return first[S.LAYER].where(keep.astype(bool))
@@ -278,7 +276,8 @@ def _sequence(rows: pd.DataFrame) -> list[tuple[str | None, tuple[str, ...]]]:
     return list(zip(paths, rows[F.SLOTS], strict=True))
 
 
-def _place_paths(first: pd.DataFrame, topo: Topology | None, required: Families) -> pd.DataFrame:
+def _place_paths(rules: RuleSet, first: pd.DataFrame, topo: Topology | None,
+                 required: Families) -> pd.DataFrame:
     """Place open slots layer by layer; layers with the same sequence are solved once."""
     first = first.copy()
     first[F.PATH_REASON] = None
@@ -292,7 +291,8 @@ def _place_paths(first: pd.DataFrame, topo: Topology | None, required: Families)
     solved: dict[tuple[tuple[str | None, tuple[str, ...]], ...], Placement | None] = {}
     for seq in set(sequences):
         if any(p is None and c for p, c in seq):
-            solved[seq] = place(seq, topo, required) or place(seq, topo, allow_unexpected=False)
+            solved[seq] = (place(rules, seq, topo, required)
+                          or place(rules, seq, topo, allow_unexpected=False))
     if not solved:
         return first
     position = keyed.groupby(layer_key).cumcount()

@@ -1,8 +1,18 @@
 """Lints: checks over the attributed collectives, written to FINDINGS.
 
-Each check is a function named in ``lints.yaml`` (``check:``); the YAML holds its severity,
-wording and parameters. Checks read the engine's frame of communication rows (one row per
+A lint in ``lints.yaml`` (or a user file) names one of the generic checks below (``check:``)
+and gives it the path labels or path families it is about, its severity and wording; no path
+label is named here. Checks read the engine's frame of communication rows (one row per
 collective unit after attribution) and return finding dicts.
+
+- ``same_layer``: a path of ``paths`` ran in a layer (same step, same rank) that also ran a
+  path of ``with``; the finding names ``group``.
+- ``group_in_slot``: an ``op`` on ``group`` filled one of ``paths`` while the topology's
+  ``attn_tp`` case is the given one; the finding's path is ``report_path``.
+- ``config_paths``: per path family of ``families``, the paths observed in a layer differ from
+  what the config switch of the same name implies (``expect``; ``at_most`` families may show
+  part of the expected paths).
+- ``participants``: the k-th collective of a communicator ran on other ranks than its members.
 """
 
 from __future__ import annotations
@@ -17,12 +27,15 @@ import pyarrow as pa
 from tracekit import api
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.model import LintRule, RuleSet
-from tracekit.schema import Group, PathLabel
+from tracekit.rules.model import FrozenMap, LintRule, RuleSet
 from tracekit.topology import Topology
 
 Finding = dict[str, Any]
-Check = Callable[[pd.DataFrame, LintRule, "Topology | None", api.Run], list[Finding]]
+Check = Callable[[pd.DataFrame, LintRule, RuleSet, "Topology | None", api.Run], list[Finding]]
+
+
+def _paths(rule: LintRule, rules: RuleSet, key: str) -> set[str]:
+    return set(rules.expand_paths(rule.param(key, ())))
 
 
 def _units(comm: pd.DataFrame) -> pd.DataFrame:
@@ -50,11 +63,11 @@ def _finding(rule: LintRule, layer: Any, ranks: list[int], group: str | None,
     }
 
 
-def double_reduction(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
-                     run: api.Run) -> list[Finding]:
-    """B or C reduced the expert output and the post-expert AllReduce also ran (same layer)."""
-    reducing = set(rule.param("reducing", ()))
-    post = set(rule.param("post_expert", ()))
+def same_layer(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topology | None,
+               run: api.Run) -> list[Finding]:
+    """A path of ``paths`` ran in a layer that also ran one of ``with`` (same step, rank)."""
+    reducing = _paths(rule, rules, "paths")
+    post = _paths(rule, rules, "with")
     units = _units(comm)
     units = units[units[S.LAYER].notna() & units[S.PATH].isin(reducing | post)]
     if units.empty:
@@ -68,115 +81,110 @@ def double_reduction(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
         ranks = sorted(set(part[S.RANK]))
         n_post = int((units[S.PATH].isin(post) & units[S.RANK].isin(ranks)
                       & (units[S.LAYER] == layer) & (units[F.STEP].fillna(-1) == step)).sum())
-        evidence = (f"step {int(step)}: {n_post} post-expert all_reduce and {len(part)} {path} "
-                    f"collectives on ranks {ranks}")
-        out.append(_finding(rule, layer, ranks, Group.TP, str(path), evidence))
+        evidence = (f"step {int(step)}: {n_post} collectives on {', '.join(sorted(post))} and "
+                    f"{len(part)} {path} collectives on ranks {ranks}")
+        out.append(_finding(rule, layer, ranks, rule.param("group"), str(path), evidence))
     return out
 
 
-def attention_global_tp(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
-                        run: api.Run) -> list[Finding]:
-    """Attention output all-reduced over the whole TP group while 1 < attn_tp < tp."""
-    if topo is None or topo.config.attn_tp_case != "between":
+def group_in_slot(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topology | None,
+                  run: api.Run) -> list[Finding]:
+    """An ``op`` on ``group`` filled one of ``paths`` in the given ``attn_tp`` case (the
+    attention output all-reduced over the whole TP group while 1 < attn_tp < tp)."""
+    case = rule.param("attn_tp")
+    if topo is None or (case is not None and topo.config.attn_tp_case != case):
         return []
-    paths = set(rule.param("paths", ()))
+    paths = _paths(rule, rules, "paths")
+    group = rule.param("group")
     units = _units(comm)
-    bad = units[units[S.PATH].isin(paths) & (units[S.GROUP] == Group.TP)
-                & (units[F.LOGICAL_OP] == S.Op.ALL_REDUCE)]
+    bad = units[units[S.PATH].isin(paths) & (units[S.GROUP] == group)
+                & (units[F.LOGICAL_OP] == rule.param("op"))]
     out: list[Finding] = []
     for (step, layer), part in bad.groupby(_layer_key(bad), sort=True, dropna=False):
         ranks = sorted(set(part[S.RANK]))
-        members = topo.group_of(ranks[0], Group.TP) or ()
-        evidence = (f"step {int(step)}: {len(part)} all_reduce on TP {list(members)} in the "
-                    f"attention slot ({', '.join(sorted(set(part[S.PATH])))})")
-        out.append(_finding(rule, layer, ranks, Group.TP, PathLabel.ATTN_FULL_TP, evidence,
+        members = topo.group_of(ranks[0], group) or ()
+        evidence = (f"step {int(step)}: {len(part)} {rule.param('op')} on {group} "
+                    f"{list(members)} in the slot of {', '.join(sorted(set(part[S.PATH])))}")
+        out.append(_finding(rule, layer, ranks, group, rule.param("report_path"), evidence,
                             members=list(members), attn_tp=topo.config.attn_tp,
                             tp=topo.config.tp))
     return out
 
 
-_FAMILIES = {
-    "attn_reduce": (PathLabel.ATTN_FULL_TP, PathLabel.ATTN_TP),
-    "dp_gather": (PathLabel.GATHER_V, PathLabel.GATHER_AR, PathLabel.GATHER_AG,
-                  PathLabel.GATHER_RS_AG),
-    "combine": (PathLabel.COMBINE_A, PathLabel.COMBINE_B, PathLabel.COMBINE_C,
-                PathLabel.NO_DPA_MOE_AR),
-    "a2a": (PathLabel.DEEPEP_LAYOUT, PathLabel.DEEPEP_NORMAL_DISPATCH,
-            PathLabel.DEEPEP_NORMAL_COMBINE, PathLabel.DEEPEP_LL_DISPATCH,
-            PathLabel.DEEPEP_LL_COMBINE, PathLabel.DEEPEP_V2_DISPATCH,
-            PathLabel.DEEPEP_V2_COMBINE, PathLabel.FUSEEP),
-}
-
-
-_FAMILY_PATHS = sorted({p for paths in _FAMILIES.values() for p in paths})
-
-
-# config values -> the path each implies; both the reference workload's spelling
-# (sum_len, max_len, a, b, c) and the synth/path-label spelling (allreduce, rs_ag, a_allreduce...)
-_GATHER = {
-    "gatherv": {PathLabel.GATHER_V}, "sum_len": {PathLabel.GATHER_AR},
-    "allreduce": {PathLabel.GATHER_AR}, "allgather": {PathLabel.GATHER_AG},
-    "rs_ag": {PathLabel.GATHER_RS_AG}, "none": set(),
-}
-_COMBINE = {
-    "b": {PathLabel.COMBINE_B}, "b_reduce_scatterv": {PathLabel.COMBINE_B},
-    "c": {PathLabel.COMBINE_C}, "c_reduce_scatter": {PathLabel.COMBINE_C}, "none": set(),
-}
-_ATTN = {"full_tp": {PathLabel.ATTN_FULL_TP}, "attn_tp": {PathLabel.ATTN_TP}, "none": set()}
 _NOT_STATED = (None, "auto")
 
 
-def expected_paths(topo: Topology) -> dict[str, set[str] | None]:
-    """Per family, the paths the config's switches imply (None: not stated or a value this
-    lint does not know, so not checked: an unknown spelling must never raise a finding)."""
+def _condition_holds(cond: Any, topo: Topology) -> bool:
     c = topo.config
+    for key, allowed in cond if isinstance(cond, FrozenMap) else ():
+        if key == "attn_tp":
+            value: Any = c.attn_tp_case
+        elif key == "dp_attention":
+            value = c.attn_dp > 1
+        else:
+            value = c.expected(key)
+        options = allowed if isinstance(allowed, tuple) else (allowed,)
+        if value not in options:
+            return False
+    return True
+
+
+def _implied(want: Any, rules: RuleSet, topo: Topology) -> set[str] | None:
+    """The paths one config value implies: a list of paths, or options with ``if``."""
+    items = want if isinstance(want, tuple) else (want,)
+    if items and all(isinstance(i, FrozenMap) for i in items):
+        hit = next((i for i in items if _condition_holds(i.get("if"), topo)), None)
+        return None if hit is None else set(rules.expand_paths(hit.get("paths", ())))
+    return set(rules.expand_paths(tuple(str(i) for i in items)))
+
+
+def expected_paths(topo: Topology, rule: LintRule | None = None,
+                   rules: RuleSet | None = None) -> dict[str, set[str] | None]:
+    """Per family, the paths the config's switches imply (None: not stated or a value the
+    lint does not list, so not checked: an unknown spelling must never raise a finding)."""
+    from tracekit.rules.loader import packaged_rules
+
+    rules = rules if rules is not None else packaged_rules()
+    if rule is None:
+        rule = next(r for r in rules.lints if r.check == "config_paths")
+    expect = rule.param("expect") or FrozenMap()
     out: dict[str, set[str] | None] = {}
-    attn = c.expected("attn_reduce")
-    out["attn_reduce"] = None if attn in _NOT_STATED else _ATTN.get(str(attn))
-    gather = c.expected("dp_gather")
-    if gather == "max_len":
-        out["dp_gather"] = {PathLabel.GATHER_AG} if c.attn_tp == 1 else {PathLabel.GATHER_RS_AG}
-    else:
-        out["dp_gather"] = None if gather in _NOT_STATED else _GATHER.get(str(gather))
-    combine = c.expected("combine")
-    if combine in ("a", "a_allreduce"):
-        out["combine"] = {PathLabel.COMBINE_A} if c.attn_dp > 1 else {PathLabel.NO_DPA_MOE_AR}
-    else:
-        out["combine"] = None if combine in _NOT_STATED else _COMBINE.get(str(combine))
-    a2a = c.expected("a2a")
-    normal = {PathLabel.DEEPEP_LAYOUT, PathLabel.DEEPEP_NORMAL_DISPATCH,
-              PathLabel.DEEPEP_NORMAL_COMBINE}
-    low_latency = {PathLabel.DEEPEP_LL_DISPATCH, PathLabel.DEEPEP_LL_COMBINE}
-    mode = c.expected("deepep_mode") or "normal"
-    deepep = (normal if mode == "normal" else low_latency if mode == "low_latency"
-              else normal | low_latency)  # auto: normal for extend, low latency for decode
-    deepep = deepep | {PathLabel.DEEPEP_V2_DISPATCH, PathLabel.DEEPEP_V2_COMBINE}  # V2: one mode
-    a2a_paths = {"fuseep": {PathLabel.FUSEEP}, "deepep": deepep, "deepep_ll": low_latency,
-                 "none": set()}
-    out["a2a"] = None if a2a in _NOT_STATED else a2a_paths.get(str(a2a))
+    for family in rule.param("families", ()):
+        value = topo.config.expected(family)
+        by_value = expect.get(family)
+        want = None if value in _NOT_STATED or not isinstance(by_value, FrozenMap) else (
+            by_value.get(str(value)))
+        out[family] = None if want is None else _implied(want, rules, topo)
     return out
 
 
-def path_mismatch(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
-                  run: api.Run) -> list[Finding]:
+def family_members(rule: LintRule, rules: RuleSet) -> dict[str, tuple[str, ...]]:
+    """The path labels of each family the lint checks."""
+    return {family: rules.family_paths(family) for family in rule.param("families", ())}
+
+
+def config_paths(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topology | None,
+                 run: api.Run) -> list[Finding]:
     """The paths observed in a layer differ from what the config's switches imply."""
     if topo is None or not topo.config.expect:
         return []
-    expected = expected_paths(topo)
+    expected = expected_paths(topo, rule, rules)
+    families = family_members(rule, rules)
+    at_most = set(rule.param("at_most", ()))
     units = _units(comm)
     units = units[units[S.LAYER].notna()]
     if units.empty:
         return []
-    layers = _LayerRows(units)
+    layers = _LayerRows(units, sorted({p for m in families.values() for p in m}))
     out: list[Finding] = []
     for code, (step, layer) in enumerate(layers.keys):
         seen = layers.seen.get(code, frozenset())
-        for family, members in _FAMILIES.items():
+        for family, members in families.items():
             want = expected.get(family)
             if want is None:
                 continue
             got = seen & set(members)
-            ok = got <= want and (bool(got) or not want) if family == "a2a" else got == want
+            ok = got <= want and (bool(got) or not want) if family in at_most else got == want
             if ok:
                 continue
             ranks = layers.ranks(code, members)
@@ -192,7 +200,7 @@ class _LayerRows:
     """The unit rows of each (step, layer), numbered in sorted key order, with the family
     paths each layer holds; rows are looked up by position, not by slicing the frame."""
 
-    def __init__(self, units: pd.DataFrame) -> None:
+    def __init__(self, units: pd.DataFrame, family_paths: list[str]) -> None:
         grouped = units.groupby(_layer_key(units), sort=True)
         self.keys = list(grouped.size().index)
         codes = grouped.ngroup().to_numpy()
@@ -200,7 +208,7 @@ class _LayerRows:
         self.bounds = np.searchsorted(codes[self.order], np.arange(len(self.keys) + 1))
         self.paths = units[S.PATH].astype(object).to_numpy()
         self.rank_values = units[S.RANK].to_numpy()
-        known = units[S.PATH].isin(_FAMILY_PATHS).to_numpy()
+        known = units[S.PATH].isin(family_paths).to_numpy()
         pairs = pd.DataFrame({F.IDX: codes[known], S.PATH: self.paths[known]}).drop_duplicates()
         seen: dict[int, set[str]] = {}
         for code, path in zip(pairs[F.IDX].tolist(), pairs[S.PATH].tolist(), strict=True):
@@ -218,7 +226,7 @@ class _LayerRows:
         return sorted({int(r) for r in chosen.tolist()})
 
 
-def participants(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
+def participants(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topology | None,
                  run: api.Run) -> list[Finding]:
     """The k-th collective of a communicator must run on every loaded member rank."""
     units = _units(comm)
@@ -261,9 +269,9 @@ def participants(comm: pd.DataFrame, rule: LintRule, topo: Topology | None,
 
 
 CHECKS: dict[str, Check] = {
-    "double_reduction": double_reduction,
-    "attention_global_tp": attention_global_tp,
-    "path_mismatch": path_mismatch,
+    "same_layer": same_layer,
+    "group_in_slot": group_in_slot,
+    "config_paths": config_paths,
     "participants": participants,
 }
 
@@ -314,7 +322,7 @@ def run_lints(units: pa.Table, rules: RuleSet, topo: Topology | None,
         if check is None:
             raise ConfigError(f"lint {rule.id}: unknown check {rule.check!r} "
                               f"(known: {', '.join(sorted(CHECKS))})")
-        rows.extend(check(comm, rule, topo, run))
+        rows.extend(check(comm, rule, rules, topo, run))
     if not rows:
         return S.empty(S.FINDINGS)
     table = pa.Table.from_pylist(rows)

@@ -2,12 +2,14 @@
 
 1. The call-site rule's path, else the kernel rule's path, else the first ``paths`` rule whose
    ``when`` holds (evaluated once per distinct combination of facts).
-2. Collectives still without a path whose op and group fit several per-layer slots (a TP
-   AllReduce may be the attention reduction, the SUM_LEN DP gather or the post-expert
-   AllReduce) are placed by position inside their layer: phases must not go backwards
-   (attention_reduce, dp_gather, dispatch, experts, combine), each of those slots is used once,
-   a layer has one DP-gather variant, and a slot the topology does not expect is taken only
-   when nothing else fits. Ties stay without a path; the reason names the candidates.
+2. Collectives still without a path whose op and group fit several per-layer slots (the
+   ``slot`` of a path label: a TP AllReduce may be the attention reduction, the SUM_LEN DP
+   gather or the post-expert AllReduce) are placed by position inside their layer: phases
+   must not go backwards (``phase_order``), a ``single_use`` label is used once, a family with
+   ``one_per_layer`` has one variant per layer, and a label the topology does not expect
+   (``expected`` / ``possible``) is taken only when nothing else fits. Ties stay without a
+   path; the reason names the candidates. Every fact comes from the path labels and families
+   of the loaded rules (paths.yaml and user files); no label is named here.
 """
 
 from __future__ import annotations
@@ -20,20 +22,8 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.model import RuleSet, When
-from tracekit.schema import Group, PathLabel, Phase
+from tracekit.rules.model import PathLabelRule, RuleSet, When
 from tracekit.topology import Topology
-
-PHASE_ORDER = {
-    Phase.ATTENTION_REDUCE: 0, Phase.DP_GATHER: 1, Phase.DISPATCH: 2, Phase.EXPERTS: 3,
-    Phase.COMBINE: 4,
-}
-SINGLE_USE = (
-    PathLabel.ATTN_FULL_TP, PathLabel.GATHER_AR, PathLabel.COMBINE_A, PathLabel.NO_DPA_MOE_AR,
-)
-GATHER_VARIANTS = (
-    PathLabel.GATHER_V, PathLabel.GATHER_AR, PathLabel.GATHER_AG, PathLabel.GATHER_RS_AG,
-)
 
 
 def _holds(when: When, facts: dict[str, object], topo: Topology | None) -> bool:
@@ -76,59 +66,69 @@ def rule_paths(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None) -> pd.
                         index=comm.index)
 
 
-def slot_candidates(topo: Topology | None, op: object, group: object) -> tuple[str, ...]:
-    """Slots a collective may fill by its op and group alone: a TP all-reduce in an SGLang
-    layout (a topology is known) is the attention reduction, the SUM_LEN DP gather or the
-    post-expert all-reduce. Without a topology nothing is placed by position."""
-    if topo is None or op != S.Op.ALL_REDUCE or group != Group.TP:
+def slot_candidates(rules: RuleSet, topo: Topology | None, op: object,
+                    group: object) -> tuple[str, ...]:
+    """Labels a collective may fill by its op and group alone (their ``slot`` holds), in
+    declaration order. Without a topology nothing is placed by position."""
+    if topo is None:
         return ()
-    if topo.config.attn_dp == 1:
-        return (PathLabel.ATTN_FULL_TP, PathLabel.NO_DPA_MOE_AR)
-    return (PathLabel.ATTN_FULL_TP, PathLabel.GATHER_AR, PathLabel.COMBINE_A)
+    facts = {"op": op, "group": group}
+    return tuple(lab.id for lab in rules.path_labels
+                 if lab.slot is not None and _holds(lab.slot, facts, topo))
 
 
-def _expected(path: str, topo: Topology | None) -> bool:
+def _topology_holds(when: When | None, topo: Topology) -> bool:
+    return when is None or _holds(when, {}, topo)
+
+
+def _expected(rules: RuleSet, path: str, topo: Topology | None) -> bool:
     if topo is None:
         return True
-    case = topo.config.attn_tp_case
-    if path == PathLabel.ATTN_FULL_TP:
-        return case == "eq_tp"
-    if path == PathLabel.ATTN_TP:
-        return case == "between"
-    return True
+    lab = rules.label(path)
+    return lab is None or (_topology_holds(lab.expected, topo)
+                           and _topology_holds(lab.possible, topo))
+
+
+def _possible(lab: PathLabelRule, topo: Topology) -> bool:
+    return _topology_holds(lab.possible, topo)
 
 
 Placement = tuple[list[str | None], list[tuple[str, ...]]]
 Families = tuple[frozenset[str], ...]
 
 
-def required_families(topo: Topology | None, seen_paths: set[str]) -> Families:
-    """Path families every decoder layer must contain, from the topology and what ran.
-
-    Attention reduction when attn_tp > 1; with no all-to-all anywhere in the run, a combine
-    step (tp > 1) and, with DP attention, a DP gather; with an all-to-all, one of its paths.
-    """
+def required_families(rules: RuleSet, topo: Topology | None, seen_paths: set[str]) -> Families:
+    """Path families every decoder layer must contain, from the families' ``required``
+    conditions, the topology and the paths that ran (a family counts its possible labels)."""
     if topo is None:
         return ()
     c = topo.config
-    a2a = frozenset(p for p in PathLabel.ALL if p.startswith(("deepep.", "fuseep")))
+    members = {f.id: frozenset(lab.id for lab in rules.path_labels
+                               if lab.family == f.id and _possible(lab, topo))
+               for f in rules.path_families}
+    seen = {fid for fid, paths in members.items() if paths & seen_paths}
     out: list[frozenset[str]] = []
-    if c.attn_tp_case == "eq_tp":
-        out.append(frozenset({PathLabel.ATTN_FULL_TP}))
-    elif c.attn_tp_case == "between":
-        out.append(frozenset({PathLabel.ATTN_TP, PathLabel.ATTN_FULL_TP}))
-    if seen_paths & a2a:
-        out.append(a2a)
-    elif c.tp > 1:
-        out.append(frozenset({PathLabel.COMBINE_A, PathLabel.COMBINE_B, PathLabel.COMBINE_C,
-                              PathLabel.NO_DPA_MOE_AR}))
-        if c.attn_dp > 1:
-            out.append(frozenset(GATHER_VARIANTS))
+    for fam in rules.path_families:
+        need = fam.required
+        if need is None or not members[fam.id]:
+            continue
+        if need.attn_tp and c.attn_tp_case not in need.attn_tp:
+            continue
+        if need.dp_attention is not None and (c.attn_dp > 1) != need.dp_attention:
+            continue
+        if need.tp_above_one is not None and (c.tp > 1) != need.tp_above_one:
+            continue
+        if need.seen and fam.id not in seen:
+            continue
+        if any(other in seen for other in need.unless_seen):
+            continue
+        out.append(members[fam.id])
     return tuple(out)
 
 
-def place(sequence: Sequence[tuple[str | None, tuple[str, ...]]], topo: Topology | None,
-          required: Families = (), allow_unexpected: bool = True) -> Placement | None:
+def place(rules: RuleSet, sequence: Sequence[tuple[str | None, tuple[str, ...]]],
+          topo: Topology | None, required: Families = (),
+          allow_unexpected: bool = True) -> Placement | None:
     """Fill the open slots of one layer. ``sequence``: (known path, candidates) in order.
 
     Returns the chosen path per item (None when tied) and the tied candidates per item, or
@@ -145,9 +145,9 @@ def place(sequence: Sequence[tuple[str | None, tuple[str, ...]]], topo: Topology
         trial = list(chosen)
         for i, p in zip(open_idx, combo, strict=True):
             trial[i] = p
-        if not _consistent(trial) or not _covers(trial, required):
+        if not _consistent(rules, trial) or not _covers(trial, required):
             continue
-        cost = sum(not _expected(p, topo) for p in combo)
+        cost = sum(not _expected(rules, p, topo) for p in combo)
         if cost and not allow_unexpected:
             continue
         best.append((cost, combo))
@@ -169,22 +169,27 @@ def _covers(paths: Sequence[str | None], required: Families) -> bool:
     return all(present & family for family in required)
 
 
-def _consistent(paths: Sequence[str | None]) -> bool:
+def _consistent(rules: RuleSet, paths: Sequence[str | None]) -> bool:
+    order = rules.phase_rank()
+    one_per_layer = rules.one_per_layer()
     last = -1
     used: set[str] = set()
-    gathers: set[str] = set()
+    variants: dict[str, set[str]] = {}
     for p in paths:
         if p is None:
             continue
-        order = PHASE_ORDER.get(PathLabel.PHASE_OF.get(p, Phase.OTHER))
-        if order is not None:
-            if order < last:
+        lab = rules.label(p)
+        if lab is None:
+            continue
+        rank = order.get(lab.phase)
+        if rank is not None:
+            if rank < last:
                 return False
-            last = order
-        if p in SINGLE_USE:
+            last = rank
+        if lab.single_use:
             if p in used:
                 return False
             used.add(p)
-        if p in GATHER_VARIANTS:
-            gathers.add(p)
-    return len(gathers) <= 1
+        if lab.family in one_per_layer:
+            variants.setdefault(lab.family, set()).add(p)
+    return all(len(v) <= 1 for v in variants.values())

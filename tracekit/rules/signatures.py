@@ -17,6 +17,7 @@ import pandas as pd
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import grouped_tuples
+from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 
 _POS = "_pos"
@@ -27,7 +28,7 @@ _WANT_PATH = "_want_path"
 _WHERE = "_where"
 
 
-def transfer(first: pd.DataFrame) -> pd.DataFrame:
+def transfer(first: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     """Fill group and path of incomplete layers from complete layers with the same ops."""
     keyed = first[first[S.LAYER].notna()]
     if keyed.empty:
@@ -58,7 +59,7 @@ def transfer(first: pd.DataFrame) -> pd.DataFrame:
     answers = answers[~answers.index.droplevel(_POS).isin(bad)]
     todo = work[~work[_LKEY].map(complete)]
     todo = todo.join(answers[[_WANT_GROUP, _WANT_PATH, _WHERE]], on=[S.RANK, _SIG, _POS])
-    agrees = todo[_WANT_GROUP].notna() & _agrees(todo)
+    agrees = todo[_WANT_GROUP].notna() & _agrees(todo, rules)
     usable = agrees.groupby(todo[_LKEY]).all()
     todo = todo[todo[_LKEY].map(usable)]
     if todo.empty:
@@ -66,7 +67,7 @@ def transfer(first: pd.DataFrame) -> pd.DataFrame:
     return _apply(first, todo, keyed)
 
 
-def _agrees(todo: pd.DataFrame) -> pd.Series:
+def _agrees(todo: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """Known groups, paths and candidate sets must allow the borrowed answer."""
     want = todo[_WANT_GROUP]
     group_ok = (todo[S.STATUS] != Status.ATTRIBUTED) | (todo[S.GROUP] == want)
@@ -74,16 +75,15 @@ def _agrees(todo: pd.DataFrame) -> pd.Series:
         [not (st == Status.AMBIGUOUS and c and w not in c)
          for st, c, w in zip(todo[S.STATUS], todo[F.CANDIDATES], want, strict=True)],
         index=todo.index)
-    path_ok = todo[S.PATH].isna() | (todo[S.PATH] == todo[_WANT_PATH]) | _same_step(todo)
+    path_ok = todo[S.PATH].isna() | (todo[S.PATH] == todo[_WANT_PATH]) | _same_step(todo, rules)
     return group_ok & cands_ok & path_ok
 
 
-def _same_step(todo: pd.DataFrame) -> pd.Series:
+def _same_step(todo: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """A known path of another variant of the same per-layer step (DeepEP normal in extend
     steps, low latency in decode steps) corroborates the alignment; it is kept as it is."""
-    phase = S.PathLabel.PHASE_OF
-    mine = todo[S.PATH].map(lambda p: phase.get(p) if isinstance(p, str) else None)
-    want = todo[_WANT_PATH].map(lambda p: phase.get(p) if isinstance(p, str) else None)
+    mine = todo[S.PATH].map(rules.phase_of)
+    want = todo[_WANT_PATH].map(rules.phase_of)
     return mine.notna() & (mine == want) & (mine != S.Phase.OTHER)
 
 

@@ -199,7 +199,7 @@ F = {
         "torch/distributed/distributed_c10d.py(4588): reduce_scatter_tensor",
     "deepep.dispatch": "sglang/srt/layers/moe/token_dispatcher/deepep.py(745): dispatch",
     "deepep.combine": "sglang/srt/layers/moe/token_dispatcher/deepep.py(771): combine",
-    "deepep.layout": "deep_ep/buffer.py(284): get_dispatch_layout",
+    "deepep.get_dispatch_layout": "deep_ep/buffer.py(284): get_dispatch_layout",
     "deepep.buffer_dispatch": "deep_ep/buffer.py(312): dispatch",
     "deepep.buffer_combine": "deep_ep/buffer.py(402): combine",
     "deepep.ll_dispatch": "deep_ep/buffer.py(521): low_latency_dispatch",

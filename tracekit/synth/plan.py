@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit import schema
+from tracekit.rules.labels import PathLabel
 from tracekit.synth import names
 from tracekit.synth.config import SynthConfig, nccl_version
 
 Op = schema.Op
-P = schema.PathLabel
+P = PathLabel
 G = schema.Group
 
 CA_MAX_BYTES = 8 * 1024 * 1024

@@ -337,7 +337,7 @@ class RankRenderer:
 
 
 def _phase(path: str) -> str:
-    from tracekit.schema import PathLabel
+    from tracekit.rules.labels import PathLabel
 
     return PathLabel.PHASE_OF[path]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracekit.schema import PathLabel
+from tracekit.rules.labels import PathLabel
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import torch
 
-from tracekit.schema import PathLabel
+from tracekit.rules.labels import PathLabel
 from tracekit.workloads import comm_log
 from tracekit.workloads.parallel_state import GroupCoordinator
 

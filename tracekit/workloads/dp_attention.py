@@ -12,7 +12,7 @@ from enum import IntEnum, auto
 
 import torch
 
-from tracekit.schema import PathLabel
+from tracekit.rules.labels import PathLabel
 from tracekit.workloads import comm_log
 from tracekit.workloads.parallel_state import (
     get_attention_tp_group,

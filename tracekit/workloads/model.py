@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tracekit.schema import PathLabel
+from tracekit.rules.labels import PathLabel
 from tracekit.workloads import comm_log
 from tracekit.workloads.dp_attention import (
     DpPaddingMode,

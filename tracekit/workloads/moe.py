@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from tracekit.schema import PathLabel
+from tracekit.rules.labels import PathLabel
 from tracekit.workloads import comm_log
 from tracekit.workloads.deepep import NUM_MAX_DISPATCH_TOKENS_PER_RANK, DeepEPBuffer
 from tracekit.workloads.dp_attention import tensor_model_parallel_all_reduce

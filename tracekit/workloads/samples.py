@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracekit.rules.labels import PathLabel
 from tracekit.workloads.cli import command_line, config_from_args, parser
 from tracekit.workloads.runner import Outputs, launch
 from tracekit.workloads.sidecar import manifest, write_json
@@ -153,7 +154,7 @@ communicator actually used: an alias such as MOE_EP = TP on GPU is reported as T
 all_gather, the input for reduce_scatter, this rank's send buffer for all_to_all) and `call`
 (the SGLang-named function that issued it). The analyser never reads sidecars; tests and
 `benchmarks/accuracy.py` do. Planted-bug scenarios label what really ran (for example the
-global-TP attention AllReduce is `attn_reduce.full_tp` on TP while attn_tp < tp); finding
+global-TP attention AllReduce is `@FULL_TP@` on TP while attn_tp < tp); finding
 the bug is the lints' job.
 
 Regenerate everything (about 3-4 minutes on 2 cores): `make sample-traces`, i.e.
@@ -174,7 +175,8 @@ def write_index(out: Path) -> Path:
         rows.append(f"| [{s.name}]({s.name}/) | {ranks} | {s.about} |")
     from tracekit.io import write_file
 
-    return write_file(out / "README.md", INDEX_HEAD + "\n".join(rows) + "\n")
+    head = INDEX_HEAD.replace("@FULL_TP@", PathLabel.ATTN_FULL_TP)
+    return write_file(out / "README.md", head + "\n".join(rows) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
