@@ -76,3 +76,24 @@ def test_without_python_frames_the_call_site_stays_empty(tmp_path: Path) -> None
     (comm,) = [r for r in _attributed(tmp_path, rows) if r[S.NAME] == KERNEL]
     # THEN it is communication without a call site
     assert comm[S.KERNEL_CLASS] == S.KernelClass.COMM and comm[S.CALL_SITE] is None
+
+
+def test_vllm_agrs_all2all_nccl_kernels_carry_the_backend_call_site(tmp_path: Path) -> None:
+    # GIVEN vLLM's allgather_reducescatter all2all backend (vllm-project/vllm
+    # vllm/distributed/device_communicators/all2all.py, AgRsAll2AllManager): dispatch
+    # gathers with all_gatherv (pynccl: grouped ncclBroadcast kernels), combine scatters with
+    # reduce_scatterv (grouped ncclReduce kernels); no record_param_comms around them
+    a2a = "vllm/distributed/device_communicators/all2all.py"
+    rows: list[dict[str, Any]] = []
+    args = "(ncclDevKernelArgsStorage<4096ul>)"
+    for corr, (func, line, name) in enumerate((
+            ("dispatch", 118, "ncclDevKernel_Broadcast_RING_LL" + args),
+            ("combine", 142, "ncclDevKernel_Reduce_Sum_bf16_RING_LL" + args)), start=1):
+        frames = _launched(name, corr, corr * 10_000)
+        frames[1] = {**frames[1], S.NAME: f"{a2a}({line}): {func}"}
+        rows += frames
+    out = [r for r in _attributed(tmp_path, rows) if r[S.KIND] == Kind.KERNEL]
+    # THEN each NCCL kernel is communication with the backend's frame as its call site
+    assert [r[S.OP] for r in out] == [S.Op.BROADCAST, S.Op.REDUCE]
+    assert [r[S.CALL_SITE].split(" <- ")[0] for r in out] == [
+        f"dispatch ({a2a}:118)", f"combine ({a2a}:142)"]
