@@ -114,6 +114,20 @@ FAMILIES: list[tuple[str, str, str, str, str, str | None, bool]] = [
     ("void aiter::local_device_load_rmsnorm_naive<__hip_bfloat16, 512, 1>(aiter::RankSignals, "
      "__hip_bfloat16*, __hip_bfloat16*, __hip_bfloat16*, __hip_bfloat16*, float, int, int)",
      "aiter.ar_fusion.norm", FUSED, S.Op.ALL_REDUCE, "epilogue", Group.TP, False),
+    # ---- DeepEP V2 since def8651 (EPBuffer): deepseek-ai/DeepEP deep_ep/include/deep_ep/
+    # impls/ep/dispatch.cuh, combine.cuh (namespace deep_ep::ep; ElasticBuffer's were
+    # deep_ep::elastic, tests/rules/test_deepep.py) and impls/bucket/all_reduce/nvlink.cuh
+    ("void deep_ep::ep::dispatch_impl<true, false, false, 24, 4, 16, 8, 7168, 0, 4096, 256, "
+     "8, 1, 24, 100000000000l>(void*, float*, long*, float*, int*, int*, int*, int*, int*, "
+     "int, int, int, ncclDevComm, ncclWindow_vidmem*, void*, void*, void*, int)",
+     "deepep.v2.dispatch", COMM, S.Op.DISPATCH, "dispatch", Group.MOE_EP, True),
+    ("void deep_ep::ep::combine_impl<true, false, false, 24, 16, 8, 7168, 4096, 256, 8, 24, "
+     "100000000000l>(__nv_bfloat16*, float*, int*, int*, ncclDevComm, ncclWindow_vidmem*, "
+     "void*, void*, int, int)",
+     "deepep.v2.combine", COMM, S.Op.COMBINE, "combine", Group.MOE_EP, True),
+    ("void deep_ep::bucket::nvlink_all_reduce<8, 32, 512, 100000000000l, false, 0>("
+     "ncclDevComm, ncclWindow_vidmem*, void*, void*, float, int, deep_ep::comm::BucketList)",
+     "deepep.bucket.all_reduce", COMM, S.Op.ALL_REDUCE, "collective", None, True),
     # ---- NCCL symmetric kernels: NVIDIA/nccl src/device/symmetric/generate.py
     # (kernel_cname: ncclSymkDevKernel_<coll>_<algo>[_<red>_<ty>]; NCCL 2.27 spelled it
     # ncclSymDevKernel_ with ncclSymDevArgs). LDMC/STMC algorithms are the NVLS (multimem) ones.
