@@ -48,7 +48,15 @@ def missing_call_sites(events: pa.Table, comm: pd.DataFrame) -> pd.Series:
 
 
 def _has_python(kind: pa.ChunkedArray) -> bool:
-    return bool(pc.any(pc.equal(kind.cast(pa.string()), S.Kind.PYTHON)).as_py() or False)
+    """Some row is a python frame (compared in dictionary code space)."""
+    for chunk in kind.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            codes = [i for i, v in enumerate(chunk.dictionary.to_pylist()) if v == S.Kind.PYTHON]
+            if codes and np.isin(chunk.indices.to_numpy(zero_copy_only=False), codes).any():
+                return True
+        elif pc.any(pc.equal(chunk, S.Kind.PYTHON)).as_py():
+            return True
+    return False
 
 
 def _rank_table(events: pa.Table, at: np.ndarray) -> pa.Table:
@@ -69,16 +77,20 @@ def _rank_table(events: pa.Table, at: np.ndarray) -> pa.Table:
     return pa.table(out)
 
 
-def with_call_sites(column: pa.ChunkedArray, rows: np.ndarray, sites: pd.Series) -> pa.Array:
-    """EVENTS' CALL_SITE column with ``sites`` (None: keep) written at ``rows``, built in
-    dictionary code space (no string per row of the whole table)."""
+def with_call_sites(column: pa.ChunkedArray, rows: np.ndarray,
+                    sites: pd.Series) -> pa.ChunkedArray | pa.Array:
+    """EVENTS' CALL_SITE column with ``sites`` written at those of ``rows`` that had none
+    (unchanged when there are none), built in dictionary code space (no string per row of
+    the whole table)."""
+    had = np.asarray(pc.is_valid(column.take(pa.array(rows, pa.int64()))).to_numpy(
+        zero_copy_only=False), dtype=bool) if len(rows) else np.zeros(0, dtype=bool)
+    given = sites.notna().to_numpy() & ~had
+    if not given.any():
+        return column
     col = pa.table({S.CALL_SITE: column}).unify_dictionaries().column(S.CALL_SITE)
     col = col.combine_chunks()
     if not pa.types.is_dictionary(col.type):
         col = pc.dictionary_encode(col)
-    given = sites.notna().to_numpy()
-    if not given.any():
-        return col
     new_codes, new_texts = pd.factorize(sites[given].astype("object"))
     offset = len(col.dictionary)
     codes = np.asarray(pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False),
