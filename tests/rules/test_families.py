@@ -218,3 +218,14 @@ def test_generic_dispatch_and_combine_kernel_names_are_not_pplx() -> None:
     # THEN no pplx rule claims them
     assert not any(i and i.startswith("pplx") for i in _rule_ids(
         [(n, Kind.KERNEL) for n in names]))
+
+
+def test_the_parser_reads_nccl_kernel_ops_from_the_packaged_rules() -> None:
+    # GIVEN the NCCL kernel rules as the rule set validates them
+    from tracekit.parsers.kineto_comm import _nccl_kernel_rules
+
+    nccl = [(r.match, r.op or S.Op.OTHER) for r in packaged_rules().kernel_classes
+            if r.library == "nccl" and (not r.kinds or Kind.KERNEL in r.kinds)]
+    # THEN the parser's op-by-name table is those rules, in order (one copy of the names)
+    assert [(p.pattern, op) for p, op in _nccl_kernel_rules()] == nccl
+    assert len(nccl) >= 9

@@ -11,6 +11,7 @@ import re
 from array import array
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from itertools import repeat
 from typing import Any
 
@@ -58,13 +59,19 @@ _NAME_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "nccl:", 
 
 @lru_cache(maxsize=1)
 def _nccl_kernel_rules() -> tuple[tuple[re.Pattern[str], str], ...]:
-    """(pattern, op) of the packaged kernel rules of NCCL's device kernels (rules/data/
-    kernels.yaml, the one list of NCCL kernel names of every era), in rule order; a rule
-    without an op (Generic kernels, an unknown collective) gives ``other``."""
-    from tracekit.rules.loader import packaged_rules
+    """(pattern, op) of the packaged kernel rules of NCCL's device kernels (``library: nccl``
+    rules for kernels in rules/data/kernels.yaml, the one list of NCCL kernel names of every
+    era), in file order; a rule without an op (Generic kernels, an unknown collective) gives
+    ``other``. Read straight from the packaged file with the C YAML loader: the rule set's
+    import and validation of every packaged file would cost a parse twenty times as much."""
+    import yaml
 
-    return tuple((re.compile(r.match), r.op or Op.OTHER) for r in packaged_rules().kernel_classes
-                 if r.library == "nccl" and (not r.kinds or Kind.KERNEL in r.kinds))
+    text = (resources.files("tracekit") / "rules" / "data" / "kernels.yaml").read_text(
+        encoding="utf-8")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    rules = yaml.load(text, Loader=loader).get("kernel_classes") or []
+    return tuple((re.compile(r["match"]), r.get("op") or Op.OTHER) for r in rules
+                 if r.get("library") == "nccl" and Kind.KERNEL in (r.get("kinds") or [Kind.KERNEL]))
 
 
 def op_from_collective(coll: str | None) -> str | None:
