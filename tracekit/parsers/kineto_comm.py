@@ -11,10 +11,11 @@ import re
 from array import array
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from itertools import repeat
 from typing import Any
 
-from tracekit.schema import MetaSource, Op
+from tracekit.schema import Kind, MetaSource, Op
 
 # c10 ScalarType names (record_param_comms ``dtype``) and C++ type names (``Input type``).
 DTYPE_BYTES: dict[str, int] = {
@@ -53,18 +54,24 @@ COLLECTIVE_OPS: dict[str, str] = {
 }
 _NOT_COLLECTIVES = frozenset({"wait", "wait_tensor", "_wrap_tensor_autograd", "wait_all"})
 
-# NCCL kernel names: the collective type only (TRACE_FORMATS.md A.2).
-_NCCL_KERNEL = re.compile(
-    r"^nccl(?:Dev|SymkDev|Symk)?Kernel_(?P<a>[A-Za-z]+?)(?:_|\(|$)"
-    r"|^nccl(?P<b>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv)"
-    r"\w*Kernel"
-)
-_KERNEL_COLLS: dict[str, str] = {
-    "AllReduce": Op.ALL_REDUCE, "AllGather": Op.ALL_GATHER, "AllGatherV": Op.ALL_GATHERV,
-    "ReduceScatter": Op.REDUCE_SCATTER, "Broadcast": Op.BROADCAST, "Reduce": Op.REDUCE,
-    "SendRecv": Op.SEND_RECV, "Send": Op.SEND, "Recv": Op.RECV, "AllToAll": Op.ALL_TO_ALL,
-}
 _NAME_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "nccl:", "gloo:")
+
+
+@lru_cache(maxsize=1)
+def _nccl_kernel_rules() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """(pattern, op) of the packaged kernel rules of NCCL's device kernels (``library: nccl``
+    rules for kernels in rules/data/kernels.yaml, the one list of NCCL kernel names of every
+    era), in file order; a rule without an op (Generic kernels, an unknown collective) gives
+    ``other``. Read straight from the packaged file with the C YAML loader: the rule set's
+    import and validation of every packaged file would cost a parse twenty times as much."""
+    import yaml
+
+    text = (resources.files("tracekit") / "rules" / "data" / "kernels.yaml").read_text(
+        encoding="utf-8")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    rules = yaml.load(text, Loader=loader).get("kernel_classes") or []
+    return tuple((re.compile(r["match"]), r.get("op") or Op.OTHER) for r in rules
+                 if r.get("library") == "nccl" and Kind.KERNEL in (r.get("kinds") or [Kind.KERNEL]))
 
 
 def op_from_collective(coll: str | None) -> str | None:
@@ -77,14 +84,14 @@ def op_from_collective(coll: str | None) -> str | None:
 @lru_cache(maxsize=1 << 16)
 def op_from_name(name: str | None) -> str | None:
     """schema.Op from an event name: c10d / functional ops, nccl:/gloo: titles, NCCL kernels
-    (memoised: the same names recur in every rank file of a run)."""
+    (by the packaged NCCL kernel rules; memoised: the same names recur in every rank file
+    of a run)."""
     if not name:
         return None
     if name.startswith("nccl"):
-        m = _NCCL_KERNEL.match(name)
-        if m is not None:
-            coll = m.group("a") or m.group("b")
-            return _KERNEL_COLLS.get(coll, Op.OTHER)
+        for pattern, op in _nccl_kernel_rules():
+            if pattern.search(name):
+                return op
     for prefix in _NAME_PREFIXES:
         if name.startswith(prefix):
             base = name[len(prefix):].split(" ", 1)[0].rstrip("_")

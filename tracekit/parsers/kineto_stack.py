@@ -1,6 +1,10 @@
-"""Call sites: the innermost user Python frames (``python_function`` events) enclosing each
-communication event on its thread, e.g.
+"""Call sites: the innermost user Python frames (``python_function`` events) enclosing an
+event on its thread, e.g.
 ``attn_tp_all_reduce (sglang/srt/layers/communicator.py:412) <- forward (...)``.
+
+The parser resolves them for the rows whose communication metadata it read (an op); which
+other rows are communication is the rules' verdict, so the rules stage asks for those rows
+(``call_sites_at``) from the links EVENTS carries (python ids and parent ids, correlation).
 
 Vectorised: frames are sorted per thread and located with ``numpy.searchsorted``; parents come
 from the ``Python parent id`` links. Only the walk up a few ancestors runs per query, and the
@@ -20,7 +24,6 @@ from tracekit import schema as S
 from tracekit.parsers.kineto_codes import masked
 from tracekit.parsers.kineto_nest import (
     Launches,
-    code_mask,
     codes,
     dict_mask,
     ints_at,
@@ -36,12 +39,6 @@ _DICT = pa.dictionary(pa.int32(), pa.string())
 EXCLUDED_FILES = (
     "torch/", "torch_npu/", "contextlib.py", "functools.py", "threading.py", "typing.py",
     "multiprocessing/", "runpy.py", "<frozen", "concurrent/futures/", "typing_extensions.py",
-)
-# kernels that are communication although kineto gives them no args (custom AR, DeepEP...)
-COMM_KERNEL_HINT = re.compile(
-    r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall|deep_?ep|"
-    r"dispatch|combine|cross_device|multimem|hccl|moe_?distribute",
-    re.IGNORECASE,
 )
 _FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
 
@@ -59,22 +56,11 @@ def frame_label(name: str) -> str | None:
     return f"{m.group('func')} ({path}:{m.group('line')})"
 
 
-@lru_cache(maxsize=1 << 16)
-def _comm_hint(name: str) -> bool:
-    """The name looks like a communication kernel (COMM_KERNEL_HINT)."""
-    return COMM_KERNEL_HINT.search(name) is not None
-
-
-def _queries(table: pa.Table, launches: Launches | None = None,
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows that get a call site, and the (pid, tid, ts) to look up for each (-1: none)."""
+def _queries(table: pa.Table, rows: np.ndarray, launches: Launches | None = None,
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (pid, tid, ts) to look up for each of ``rows`` (-1: none)."""
     kind = table.column(S.KIND)
-    has_op = valid_mask(one_chunk(table.column(S.OP)))
-    name = one_chunk(table.column(S.NAME))
-    hint = code_mask(codes(name), np.array(
-        [_comm_hint(v or "") for v in name.dictionary.to_pylist()], dtype=bool))
     device = dict_mask(kind, (Kind.KERNEL, Kind.GPU_ANNOTATION))
-    rows = np.flatnonzero(has_op | (device & hint))
     # the row whose thread and time each query reads: its own, or for a device row the
     # runtime call that launched it (same correlation; -1: none)
     src = rows.copy()
@@ -88,18 +74,34 @@ def _queries(table: pa.Table, launches: Launches | None = None,
     qp, qt, qts = (ints_at(table.column(c), safe) for c in (S.PID, S.TID, S.TS_NS))
     if miss.any():
         qp[miss] = qt[miss] = qts[miss] = -1
-    return rows, qp, qt, qts
+    return qp, qt, qts
 
 
 def call_sites(table: pa.Table, launches: Launches | None = None) -> pa.Array:
-    """CALL_SITE for every row of an EVENTS-like table (null where none applies)."""
+    """CALL_SITE for every row of an EVENTS-like table that carries an op (null elsewhere):
+    what the parser knows to be communication from the trace's own metadata."""
     n = table.num_rows
+    rows = np.flatnonzero(valid_mask(one_chunk(table.column(S.OP)))) if n else np.zeros(0, int)
+    codes_, texts = call_sites_at(table, rows, launches)
+    row_code = np.full(n, -1, dtype=np.int32)  # rows without a query: none
+    row_code[rows] = codes_
+    return pa.DictionaryArray.from_arrays(masked(row_code, row_code >= 0, pa.int32()),
+                                          pa.array(texts, pa.string()))
+
+
+def call_sites_at(table: pa.Table, rows: np.ndarray, launches: Launches | None = None,
+                  ) -> tuple[np.ndarray, list[str]]:
+    """The call site of each of ``rows`` of an EVENTS-like table (one rank's rows: pids and
+    correlation ids are the rank's own): int32 codes into the returned texts, -1 where none.
+    A device row reads the thread and time of the runtime call that launched it."""
+    rows = np.asarray(rows, dtype=np.int64)
+    none = np.full(rows.size, -1, dtype=np.int32)
+    if not rows.size or not table.num_rows:
+        return none, []
     frames = np.flatnonzero(dict_mask(table.column(S.KIND), (Kind.PYTHON,)))
-    if not frames.size or not n:
-        return pa.nulls(n, _DICT)
-    rows, qp, qt, qts = _queries(table, launches)
-    if not rows.size:
-        return pa.nulls(n, _DICT)
+    if not frames.size:
+        return none, []
+    qp, qt, qts = _queries(table, rows, launches)
     # frame columns, sorted by (pid, tid, start, longest first); each array is replaced by
     # its sorted copy one at a time, so that few frame-sized arrays are alive at once
     pid, tid = ints_at(table.column(S.PID), frames), ints_at(table.column(S.TID), frames)
@@ -126,12 +128,8 @@ def call_sites(table: pa.Table, launches: Launches | None = None) -> pa.Array:
     del pid, tid, start, end, qp, qt, qts
     # format each distinct innermost frame once, then spread to the queries
     uniq, inverse = _distinct(frame, parent.size)
-    codes, texts = _texts(uniq, parent, label_id, label_text)
-    text_code = np.append(codes, -1).astype(np.int32)
-    row_code = np.full(n, -1, dtype=np.int32)  # rows without a query: none
-    row_code[rows] = text_code[inverse]
-    return pa.DictionaryArray.from_arrays(masked(row_code, row_code >= 0, pa.int32()),
-                                          pa.array(texts, pa.string()))
+    text_codes, texts = _texts(uniq, parent, label_id, label_text)
+    return np.append(text_codes, -1).astype(np.int32)[inverse], texts
 
 
 def frame_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray,

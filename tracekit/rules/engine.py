@@ -4,7 +4,8 @@ Steps, each a function over the engine's working frame (``tracekit.rules.frame``
 
 1. classify every event by the ``kernel_classes`` rules (kernels.py);
 2. on gloo traces, link each c10d op to the runloop annotation it caused (gloo.py);
-3. call-site rules (callsites.py), then the group evidence chain (groups.py), then the
+3. the call sites of the communication rows the parser left without one (stacks.py),
+   call-site rules (callsites.py), then the group evidence chain (groups.py), then the
    runloop-thread evidence and a second pass;
 4. logical collectives, steps and decoder layers (layers.py);
 5. paths from rules, then by position inside each layer (paths.py);
@@ -52,6 +53,7 @@ from tracekit.rules.paths import (
     slot_candidates,
 )
 from tracekit.rules.signatures import transfer
+from tracekit.rules.stacks import missing_call_sites, with_call_sites
 from tracekit.rules.tables import to_pandas
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
@@ -123,6 +125,7 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     comm[F.KGROUP] = kernel_group(comm[F.KRULE], rules, topo)
     comm[F.THREAD_GROUP] = None
     comm[F.LINK] = link_wrappers(comm)
+    comm[S.CALL_SITE] = missing_call_sites(run.events, comm)
     comm = comm.join(apply_call_sites(comm, rules))
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
@@ -355,6 +358,10 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
     instance[rows] = comm[F.INSTANCE].astype(bool).to_numpy()
     table = events.set_column(events.schema.get_field_index(S.OP), S.OP,
                               pa.array(op, pa.string(), from_pandas=True).dictionary_encode())
+    if S.CALL_SITE in table.column_names:
+        table = table.set_column(
+            table.schema.get_field_index(S.CALL_SITE), S.CALL_SITE,
+            with_call_sites(table.column(S.CALL_SITE), rows, comm[S.CALL_SITE]))
     extra = {
         S.KERNEL_CLASS: pa.array(cls.to_numpy(), pa.string(), from_pandas=True),
         S.KERNEL_ROLE: pa.array(role, pa.string(), from_pandas=True),
