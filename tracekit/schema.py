@@ -25,6 +25,9 @@ import pyarrow as pa
 from tracekit.errors import SchemaError
 
 SCHEMA_VERSION = "2"
+# EVENTS schema metadata of a Kineto rank: which reader read its file ("native", "msgspec",
+# or "native+msgspec" when the native reader handed some blocks to msgspec)
+READER_KEY = "reader"
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
 

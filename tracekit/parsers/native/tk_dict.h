@@ -1,16 +1,13 @@
-"""C source of the string dictionaries of the native accumulator (kineto_accum_c): the codes
-of ``name`` and ``cat`` values in order of first appearance, through an open-addressing hash
-table over the values' bytes.
+/* String dictionaries of the accumulator: the codes of ``name`` and ``cat`` values (and of
+   communication strings) in order of first appearance, through an open-addressing hash
+   table over the values' bytes.
 
-A block that fails is rolled back by truncating ``n`` and ``dlen``: a hash slot whose code is
-no longer below ``n`` reads as empty. That is safe because every live value was inserted
-before the rolled-back block began, when those slots were still empty, so no probe for a live
-value ever passed over them.
-"""
-
-from __future__ import annotations
-
-DICT = r"""
+   A block that fails is rolled back by truncating ``n`` and ``dlen``: a hash slot whose code
+   is no longer below ``n`` reads as empty. That is safe because every live value was
+   inserted before the rolled-back block began, when those slots were still empty, so no
+   probe for a live value ever passed over them. */
+#ifndef TK_DICT_H
+#define TK_DICT_H
 typedef struct {
     uint8_t *data;
     int32_t *off;     /* n + 1 */
@@ -103,5 +100,4 @@ static int32_t dict_code(Dict *d, P s, size_t n) {
     d->slots[h] = d->n + 1;
     return d->n++;
 }
-
-"""
+#endif
