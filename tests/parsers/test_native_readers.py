@@ -1,7 +1,7 @@
-"""The native JSON readers (parsers/native/tk_json.h, tk_dict.h) through the accumulator: exact
-for every length of number around the 8-byte words they are read in, the same strings and
-codes for every length of string around the 16-byte steps, the forms they must decline, and
-never a byte read past the end of what they are given."""
+"""The native JSON readers (parsers/native/tk_json.h, tk_dict.h) through the accumulator:
+exact values for every length of number around the 8-byte words they are read in, the same
+strings and codes for every length of string around the 16-byte steps, the forms they must
+decline, and never a byte read past the end of what they are given."""
 
 from __future__ import annotations
 
