@@ -15,6 +15,7 @@ The constants below give the order of the pointer tables the C functions fill.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import warnings
 from functools import cache
@@ -55,9 +56,19 @@ def enabled() -> bool:
 
 
 def _module() -> ModuleType:
-    from tracekit.parsers.native import _accum  # type: ignore[attr-defined]
+    """The extension module: the one built with the package, or the build that
+    ``TRACEKIT_NATIVE_LIB`` names (a sanitizer build, tests/parsers/test_reader_sanitizers)."""
+    other = os.environ.get("TRACEKIT_NATIVE_LIB")
+    if not other:
+        from tracekit.parsers.native import _accum  # type: ignore[attr-defined]
 
-    return _accum
+        return _accum
+    spec = importlib.util.spec_from_file_location("tracekit.parsers.native._accum", other)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {other}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _mismatch(mod: ModuleType) -> str | None:
