@@ -4,6 +4,7 @@ up to msgspec: never a different result."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
-from tracekit.parsers import kineto_parse, kineto_read
+from tracekit.parsers import kineto_parse, kineto_read, kineto_whole
 from tracekit.parsers import native as kineto_native
 from tracekit.parsers.kineto import load_kineto_file
 from tracekit.parsers.kineto_decode import RAW_IDX
@@ -303,3 +304,30 @@ def test_integers_beyond_their_column_become_null(
     assert row.column(S.SEQ).to_pylist() == [3]
     # AND the piece path agrees
     assert_same(path, monkeypatch)
+
+
+def test_the_ring_never_reuses_a_buffer_still_being_scanned(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a compressed stream (read through the ring of three buffers) whose events are
+    # larger than a block, so that some reads find no event boundary
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 64)
+    lib = kineto_native.accumulator()
+    events = ",\n".join(json.dumps(ev(f"op{i}" * (1 + i % 9), "cpu_op", i)) for i in range(30))
+    ring = kineto_whole._Ring(lib, b"", Path("t.json.gz"))
+    stream = io.BytesIO(events.encode())
+    # WHEN every block is read
+    fills: list[tuple[int, int]] = []
+    while (got := ring.fill(stream)) is not None:
+        fills.append((got[0].ctypes.data, got[2]))
+    # THEN a block handed out (with a cut) keeps its buffer until two more blocks were
+    # handed out (the worker scans it meanwhile, and this thread decodes its flags)
+    assert sum(1 for _, cut in fills if not cut) > 3  # reads without a boundary happened
+    for i, (ptr, cut) in enumerate(fills):
+        if not cut:
+            continue
+        later_cuts = 0
+        for other, other_cut in fills[i + 1:]:
+            if later_cuts >= 2:
+                break
+            assert other != ptr
+            later_cuts += bool(other_cut)

@@ -275,7 +275,8 @@ class _Ring:
             raise R.event_too_large(self.path, self.done)
         self.done += cut
         self.carry = buf[cut:have].copy()
-        self.k += 1
+        if cut:  # the next buffer only after one handed out (one without a cut is all carry:
+            self.k += 1  # moving on would reuse, too early, the buffer being scanned)
         return buf, have, cut
 
 

@@ -69,8 +69,9 @@ static int32_t dict_code(Dict *d, P s, size_t n) {
     for (;;) {
         int32_t c = d->slots[h] - 1;
         if (c < 0 || c >= d->n) break; /* empty, or left by a rolled back block */
-        if ((size_t)(d->off[c + 1] - d->off[c]) == n && memcmp(d->data + d->off[c], s, n) == 0)
-            return c;
+        if ((size_t)(d->off[c + 1] - d->off[c]) == n &&
+            (n == 0 || memcmp(d->data + d->off[c], s, n) == 0))
+            return c; /* (no memcmp / memcpy of 0 bytes: data may still be NULL) */
         h = (h + 1) & mask;
     }
     if (d->n + 2 > d->cap) {
@@ -94,7 +95,7 @@ static int32_t dict_code(Dict *d, P s, size_t n) {
         d->data = data;
         d->dcap = (int32_t)want;
     }
-    memcpy(d->data + d->dlen, s, n);
+    if (n) memcpy(d->data + d->dlen, s, n);
     d->dlen += (int32_t)n;
     d->off[d->n + 1] = d->dlen;
     d->slots[h] = d->n + 1;
