@@ -43,8 +43,9 @@ NULL, INT, FLOAT, STRING = 0, 1, 2, 3
 INFO = ("rows", "events", "flags", "names", "cats", "comm_rows", "comm_strings")
 
 # what reading without the extension costs, measured with benchmarks/parse.py --size-mb 200
-# (CPU seconds of the load, msgspec reader / native reader; see docs/native-reader.md)
-SLOWDOWN = "about 3x"
+# --skip-hta --repeat 3 on 2 cores: 9.6x the CPU time of the load, 10.7-11.8x its wall time,
+# 2.3x the peak RSS (docs/native-reader.md)
+SLOWDOWN = "about 10x"
 _MISSING = ("tracekit: the native Kineto reader is not built ({why}); Kineto files are read "
             "with msgspec, " + SLOWDOWN + " slower (reinstall tracekit where a C compiler is "
             "available, or set TRACEKIT_NATIVE=0 to choose msgspec silently)")
