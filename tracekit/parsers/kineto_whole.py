@@ -195,7 +195,7 @@ class _Feeder(Accumulator):
         super().__init__(lib)
         self.path = path
 
-    def feed(self, block: np.ndarray, length: int) -> Fed | None:
+    def feed(self, block: np.ndarray, length: int) -> Fed:
         fed = super().feed(block, length)
         if fed is not None:
             return fed
@@ -328,7 +328,7 @@ def _reader(lib: Any, stream: BinaryIO, rest: bytes, start: int | None,
     return _Ring(lib, rest, path)
 
 
-def _blocks(acc: Accumulator, side: _Side, stream: BinaryIO, rest: bytes,
+def _blocks(acc: _Feeder, side: _Side, stream: BinaryIO, rest: bytes,
             start: int | None, path: Path) -> bytes:
     """Feed every block of complete events (in a worker thread, one block ahead); return
     the text after the last complete block. ``start``: the file offset of ``rest`` in a
@@ -343,7 +343,7 @@ def _blocks(acc: Accumulator, side: _Side, stream: BinaryIO, rest: bytes,
         if cut:
             _take(side, acc.feed(buf, cut), buf)
         return ring.carry.tobytes()
-    pending: tuple[Future[Fed | None], np.ndarray] | None = None
+    pending: tuple[Future[Fed], np.ndarray] | None = None
     with ThreadPoolExecutor(max_workers=1) as worker:
         for got in _read_on(ring, stream, first, second):
             buf, _, cut = got
@@ -367,7 +367,7 @@ def _read_on(ring: _Ring | _Windows, stream: BinaryIO, *read: tuple[np.ndarray, 
         yield got
 
 
-def _collect(side: _Side, job: Future[Fed | None], block: np.ndarray) -> None:
+def _collect(side: _Side, job: Future[Fed], block: np.ndarray) -> None:
     _take(side, job.result(), block)
 
 
@@ -377,7 +377,7 @@ def _take(side: _Side, fed: Fed | None, block: np.ndarray) -> None:
     side.take(fed, block)
 
 
-def _finish(acc: Accumulator, side: _Side, head: bytes, final: bytes,
+def _finish(acc: _Feeder, side: _Side, head: bytes, final: bytes,
             meta_of: Callable[[bytes], dict[str, Any]]) -> dict[str, Any]:
     """The last events and the top-level keys after traceEvents (see tail_candidates)."""
     for events, tail in R.tail_candidates(final):
