@@ -331,3 +331,21 @@ def test_the_ring_never_reuses_a_buffer_still_being_scanned(
                 break
             assert other != ptr
             later_cuts += bool(other_cut)
+
+
+def test_no_block_after_a_false_boundary_is_decoded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a name made of "},{" over many blocks (every boundary guessed in it is false;
+    # the text after one decodes as empty objects, events that are not there)
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 256)
+    path = write(tmp_path / "t.json", [*step(0), ev("},{" * 2000, "cpu_op", 1.0)])
+    calls: list[int] = []
+    decode = kineto_whole.decode_buffer
+    monkeypatch.setattr(kineto_whole, "decode_buffer",
+                        lambda buf, start, p: calls.append(start) or decode(buf, start, p))
+    # WHEN read THEN the native reader gives the file up after the first block that is not
+    # JSON, without decoding the blocks after it
+    assert read_whole(path, _meta) is None
+    assert len(calls) == 1
+    # AND the msgspec reader gives the same tables as before
+    assert_same(path, monkeypatch)

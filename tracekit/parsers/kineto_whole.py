@@ -194,15 +194,23 @@ class _Feeder(Accumulator):
     def __init__(self, lib: Any, path: Path) -> None:
         super().__init__(lib)
         self.path = path
+        self.failed = False
 
     def feed(self, block: np.ndarray, length: int) -> Fed:
+        """Feed one block. After a block that fails (its start may have been a false event
+        boundary), no later block is read: it would start inside a string, where text such
+        as ``},{},{`` decodes as events that are not there."""
+        if self.failed:
+            raise _GiveUp
+        self.failed = True
         fed = super().feed(block, length)
-        if fed is not None:
-            return fed
-        text = bytes(block.data[:length]).lstrip(b" \t\r\n").removeprefix(b",")
-        piece = decode_buffer(b"[" + text + b"]", self.events(), self.path)
-        self.skip(piece.n_events)
-        return Fed({}, {}, self._coded(piece))
+        if fed is None:
+            text = bytes(block.data[:length]).lstrip(b" \t\r\n").removeprefix(b",")
+            piece = decode_buffer(b"[" + text + b"]", self.events(), self.path)
+            self.skip(piece.n_events)
+            fed = Fed({}, {}, self._coded(piece))
+        self.failed = False
+        return fed
 
     def _coded(self, piece: Piece) -> Piece:
         """``piece`` with its NAME and CATEGORY as codes into the accumulator's dictionaries
@@ -390,7 +398,8 @@ def _finish(acc: _Feeder, side: _Side, head: bytes, final: bytes,
             try:
                 fed = acc.feed(block, len(block))
             except msgspec.DecodeError:
-                continue  # not the end of traceEvents: the next candidate
+                acc.failed = False  # a wrong guess at the end (rolled back): the next one
+                continue
             side.take(fed, block)
         return meta
     raise _GiveUp
