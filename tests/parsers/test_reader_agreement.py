@@ -4,8 +4,7 @@ one-line error, on generated documents (nasty numbers, escapes, unicode, missing
 communication args of every Kineto era) and on every reference and sample trace.
 
 ``TRACEKIT_AGREEMENT_EXAMPLES`` sets how many documents hypothesis generates (the sanitizer
-run, test_reader_sanitizers.py, sets it and a deadline in seconds,
-``TRACEKIT_AGREEMENT_SECONDS``, after which no new document is started).
+run, test_reader_sanitizers.py, sets it to bound its time).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +20,7 @@ from unittest import mock
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracekit.errors import BadInputError
@@ -35,8 +33,6 @@ pytestmark = pytest.mark.skipif(
     reason="native reader unavailable (extension not built, or TRACEKIT_NATIVE=0)")
 
 EXAMPLES = int(os.environ.get("TRACEKIT_AGREEMENT_EXAMPLES", "150"))
-_DEADLINE = float(os.environ.get("TRACEKIT_AGREEMENT_SECONDS", "0")) or None
-_START = time.monotonic()
 
 # ------------------------------------------------------------------ documents
 
@@ -247,7 +243,6 @@ def _blocks_of(size: int) -> Iterator[None]:
 def test_generated_documents_give_identical_tables_from_both_readers(
         doc: str, block: int, gz: bool) -> None:
     # GIVEN a generated Kineto document, read in blocks of ``block`` bytes, maybe gzipped
-    assume(_DEADLINE is None or time.monotonic() - _START < _DEADLINE)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / ("t.json.gz" if gz else "t.json")
         data = doc.encode("utf-8", "surrogatepass")
