@@ -2,14 +2,17 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# the stamp is keyed on everything the install builds from: the package metadata and the
+# native reader's C sources (an editable install compiles them in place; a change rebuilds)
+NATIVE := $(wildcard tracekit/parsers/native/*.c tracekit/parsers/native/*.h)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml setup.py $(NATIVE) | cksum | cut -d' ' -f1)
 # The capture extra asks for torch>=2.1 (a user keeps their own CUDA build); here torch is pinned to
 # the CPU wheel torch==2.13.0 in the same install, so no range can pull a CUDA build. /opt/wheels holds it.
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
 .PHONY: setup demo test lint typecheck browser sample-traces bench bench-scale accuracy clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py $(NATIVE)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(WHEELS) 'torch==2.13.0' -e '.[capture,html,dist,fast,test]'
@@ -55,3 +58,4 @@ accuracy: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	rm -f tracekit/parsers/native/_accum*.so

@@ -63,8 +63,9 @@ if len(sys.argv) > 3:
 t, c = time.perf_counter(), _cpu()
 run = load_run(Path(sys.argv[1]), LoadOptions(jobs=int(sys.argv[2])))
 elapsed, cpu = time.perf_counter() - t, _cpu() - c
+reader = (run.events.schema.metadata or {}).get(b"reader", b"").decode()
 print(json.dumps({"load_s": elapsed, "load_cpu_s": cpu, "events": run.events.num_rows,
-                  "ranks": run.ranks, "warm_up_cpu_s": warm_cpu}))
+                  "ranks": run.ranks, "warm_up_cpu_s": warm_cpu, "reader": reader}))
 """
 # the small trace of a warm process: one rank of a bundled sample run
 WARM_UP_TRACE = (Path(__file__).resolve().parents[1] / "sample_traces" / "tp4_dp2_attn_tp"
@@ -125,17 +126,24 @@ def _median_run(runs: list[Measured]) -> Measured:
     return dataclasses.replace(mid, tree_peak_bytes=max(m.tree_peak_bytes for m in runs))
 
 
-def _tracekit(trace_dir: Path, jobs: int, repeat: int, warm: bool) -> list[Measured]:
-    """``repeat`` loads, each in a fresh process (after a warm-up load when ``warm``)."""
+def _tracekit(trace_dir: Path, jobs: int, repeat: int, warm: bool,
+              native: bool = True) -> list[Measured]:
+    """``repeat`` loads, each in a fresh process (after a warm-up load when ``warm``);
+    ``native`` False: with ``TRACEKIT_NATIVE=0`` (the msgspec reader alone, as a build
+    without the extension reads)."""
     argv = [sys.executable, "-c", TRACEKIT_SCRIPT, str(trace_dir), str(jobs)]
     if warm:
         argv.append(str(WARM_UP_TRACE))
+    env = dict(os.environ)
+    if not native:
+        env["TRACEKIT_NATIVE"] = "0"
     runs = []
     for _ in range(repeat):
-        m = _check("tracekit", run_measured(argv, env=dict(os.environ)))
+        m = _check("tracekit", run_measured(argv, env=env))
         runs.append(m)
         print(f"  {'warm' if warm else 'cold'} process: load {m.result['load_s']:.2f} s, "
-              f"CPU during the load {m.result['load_cpu_s']:.2f} s"
+              f"CPU during the load {m.result['load_cpu_s']:.2f} s, reader "
+              f"{m.result.get('reader') or '?'}"
               + (f" (warm-up load: {m.result['warm_up_cpu_s']:.2f} s CPU)" if warm else ""))
     return runs
 
@@ -175,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3,
                     help="tracekit loads of each kind (cold / warm process); the median counts")
     ap.add_argument("--keep", action="store_true", help="keep the generated trace")
+    ap.add_argument("--skip-msgspec", action="store_true",
+                    help="do not measure the msgspec reader (TRACEKIT_NATIVE=0) beside it")
     ap.add_argument("--work", type=Path, default=WORK / "parse", help="scratch folder")
     args = ap.parse_args(argv)
 
@@ -204,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{'met' if warm_r['load_cpu_mbps'] >= TARGET_PER_CORE else 'MISSED'}; "
               f"{tk_r['load_cpu_mbps']:.1f} in a cold process (first load's one-off costs "
               f"included)")
+        if not args.skip_msgspec:
+            _msgspec_beside(trace_dir, args, size, tk_r, warm_r)
         if args.skip_hta:
             return 0
         py = hta_python()
@@ -230,6 +242,23 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(trace_dir, ignore_errors=True)
     return 0
+
+
+def _msgspec_beside(trace_dir: Path, args: argparse.Namespace, size: int,
+                    native_cold: dict[str, float], native_warm: dict[str, float]) -> None:
+    """The msgspec reader alone (what a build without the extension reads with), in the
+    same conditions, and what it costs against the native reader."""
+    print(f"tracekit with TRACEKIT_NATIVE=0 (the msgspec reader alone), {args.repeat} fresh "
+          f"processes of each kind")
+    cold = _median_run(_tracekit(trace_dir, args.jobs, args.repeat, warm=False, native=False))
+    warm = _median_run(_tracekit(trace_dir, args.jobs, args.repeat, warm=True, native=False))
+    m_cold = _report("msgspec reader (cold process)", cold, size, args.jobs)
+    m_warm = _report("msgspec reader (warm process)", warm, size, args.jobs)
+    print(f"native reader / msgspec reader: {native_cold['mbps'] / m_cold['mbps']:.1f}x "
+          f"(cold, wall), {native_warm['mbps'] / m_warm['mbps']:.1f}x (warm, wall), "
+          f"{native_warm['load_cpu_mbps'] / m_warm['load_cpu_mbps']:.1f}x (warm, MB per "
+          f"CPU-second of the load); peak RSS {fmt_gb(native_cold['rss'])} / "
+          f"{fmt_gb(max(m_cold['rss'], m_warm['rss']))}")
 
 
 def _hta_script() -> str:

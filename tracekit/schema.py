@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from tracekit.rules.labels import _PackagedLabels
 
 SCHEMA_VERSION = "2"
+# EVENTS schema metadata of a Kineto rank: which reader read its file ("native", "msgspec",
+# or "native+msgspec" when the native reader handed some blocks to msgspec)
+READER_KEY = "reader"
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
 

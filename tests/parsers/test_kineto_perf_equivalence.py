@@ -1,5 +1,5 @@
-"""The native scanner (fast path) and the msgspec path (safe path) give the same EVENTS, or the
-same error, on tricky inputs; the scanner declines whatever it does not handle itself."""
+"""The native reader and the msgspec reader give the same EVENTS, or the same error, on tricky
+inputs; what the native reader does not handle itself it hands to msgspec (per block)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ import pytest
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
-from tracekit.parsers import kineto_native, kineto_read
+from tracekit.parsers import kineto_read
+from tracekit.parsers import native as kineto_native
 from tracekit.parsers.kineto import load_kineto_file
-from tracekit.parsers.kineto_fast import native_piece
+from tracekit.parsers.kineto_parse import _meta
+from tracekit.parsers.kineto_whole import read_whole
 
 pytestmark = pytest.mark.skipif(
-    not kineto_native.available(),
-    reason="native scanner unavailable (no C compiler, or TRACEKIT_NATIVE=0)")
+    kineto_native.accumulator() is None,
+    reason="native reader unavailable (extension not built, or TRACEKIT_NATIVE=0)")
 
 DIST = {"backend": "nccl", "rank": 0, "world_size": 2, "pg_config": [
     {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 2,
@@ -86,20 +88,21 @@ def assert_same(path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return native
 
 
-def test_a_plain_trace_goes_through_the_scanner_and_matches(
+def test_a_plain_trace_goes_through_the_native_reader_and_matches(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN a plain Kineto trace
     events = base_events()
-    doc = ("[" + body(events) + "]").encode()
-    # WHEN the scanner reads its event array THEN it does not decline
-    piece = native_piece(doc, 0)
-    assert piece is not None and piece.n_events == len(events)
-    assert piece.comm is not None and piece.comm.num_rows == 1
-    assert [t[2] for t in piece.threads] == ["thread 1 (python)"]
+    path = write(tmp_path / "t.json", body(events))
+    # WHEN the native reader reads it THEN it reads every block itself
+    raw = read_whole(path, _meta)
+    assert raw is not None and raw.reader == "native" and raw.n_events == len(events)
+    assert raw.comm is not None and raw.comm.num_rows == 1
+    assert [t[2] for t in raw.threads] == ["thread 1 (python)"]
     # AND the whole file parses to the same tables both ways, with the comm metadata
-    tables = assert_same(write(tmp_path / "t.json", body(events)), monkeypatch)
+    tables = assert_same(path, monkeypatch)
     kernel = [r for r in tables.events.to_pylist() if r[S.NAME].startswith("nccl")]
     assert kernel[0][S.IN_NELEMS] == 1024 and kernel[0][S.COMMS_ID] == 15713395392463084690
+    assert tables.events.schema.metadata[S.READER_KEY.encode()] == b"native"
 
 
 TRICKY = {
@@ -189,25 +192,14 @@ def test_many_pieces_with_false_boundaries_match(
     assert_same(path, monkeypatch)
 
 
-@pytest.mark.parametrize("doc", [
-    b'[{"ph": "X", "name": "a\\"b"}]',  # an escape in a copied string
-    b'[{"ph": "X", "pid": 1.5}]',  # a float pid
-    b'[{"ph": "X", "args": null}]',
-    b'[{"ph": "X", "ts": 1}, 2]',  # an event that is no object
-    b'[{"ph": "X"}',  # unclosed
-    b"[]",
-])
-def test_the_scanner_declines_what_it_does_not_handle(doc: bytes) -> None:
-    # GIVEN an event array outside the scanner's plain shape
-    # WHEN scanned THEN it declines (the msgspec path will decide)
-    assert kineto_native.scan(doc) is None
-
-
-def test_the_scanner_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_native_reader_can_be_switched_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN TRACEKIT_NATIVE=0
     monkeypatch.setenv("TRACEKIT_NATIVE", "0")
-    # WHEN a plain array is scanned THEN the scanner is not used
-    assert kineto_native.scan(b'[{"ph": "X", "ts": 1}]') is None
+    # WHEN a plain trace is read THEN msgspec reads it, and EVENTS says so
+    assert kineto_native.accumulator() is None
+    tables = load_kineto_file(write(tmp_path / "t.json", body(base_events())))
+    assert tables.events.schema.metadata[S.READER_KEY.encode()] == b"msgspec"
 
 
 def test_worker_processes_on_the_msgspec_path_match_the_native_serial_parse(
@@ -217,7 +209,7 @@ def test_worker_processes_on_the_msgspec_path_match_the_native_serial_parse(
     events = [ev(f"k{i}", "kernel", 10.0 + i, 1.0, correlation=i, **{"External id": i})
               for i in range(200)] + base_events()
     path = write(tmp_path / "t.json", body(events))
-    # WHEN parsed natively (serial), and without the scanner by two worker processes
+    # WHEN parsed natively (serial), and with msgspec by two worker processes
     monkeypatch.setenv("TRACEKIT_NATIVE", "1")
     native = load_kineto_file(path, jobs=2).events
     monkeypatch.setenv("TRACEKIT_NATIVE", "0")

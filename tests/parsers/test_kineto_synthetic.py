@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tracekit import schema as S
-from tracekit.parsers import kineto_parse, kineto_read
+from tracekit.parsers import kineto_pool, kineto_read
 from tracekit.parsers.kineto import load_kineto_file
 
 
@@ -136,8 +136,8 @@ def test_splitter_survives_false_boundaries_and_a_trailing_on_demand_block(
     # with kineto's on-demand distributedInfo (ranks as a string) after traceEvents
     monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 64)
     pieces: list[int] = []
-    decode = kineto_parse.decode_buffer
-    monkeypatch.setattr(kineto_parse, "decode_buffer",
+    decode = kineto_pool.decode_buffer
+    monkeypatch.setattr(kineto_pool, "decode_buffer",
                         lambda buf, start, path: pieces.append(start) or decode(buf, start, path))
     events = [x(f'odd "}},{{" and "}},  {{" name ] {i}', "cpu_op", 1000.5 + i, 0.25,
                 **{"External id": i}) for i in range(50)]

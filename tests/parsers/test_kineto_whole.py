@@ -1,8 +1,10 @@
-"""The whole-file accumulator (kineto_whole) gives the tables of the piece path, or gives the
-file up to it: never a different result."""
+"""The native reader (kineto_whole) gives the tables of the msgspec reader: the blocks it
+declines are decoded by msgspec in their place, and what a block cannot settle gives the file
+up to msgspec: never a different result."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,8 @@ import pytest
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
-from tracekit.parsers import kineto_native, kineto_parse, kineto_read
+from tracekit.parsers import kineto_parse, kineto_read, kineto_whole
+from tracekit.parsers import native as kineto_native
 from tracekit.parsers.kineto import load_kineto_file
 from tracekit.parsers.kineto_decode import RAW_IDX
 from tracekit.parsers.kineto_parse import _meta
@@ -113,10 +116,36 @@ def test_a_trace_in_many_blocks_is_read_whole_and_matches_the_piece_path(
     assert_same(path, monkeypatch)
 
 
-GIVE_UP = {
-    # more than three decimals: the two rules of exact_ns may differ, the piece path decides
+DECLINED = {
+    # more than three decimals: the two rules of exact_ns may differ, msgspec decides
     "four_decimals": [ev("a", "cpu_op", 2.0005)],
     "exponent": [ev("a", "cpu_op", 2.5e-7)],
+    "escaped_name": [ev('quote " and \\ backslash, caf\u00e9', "cpu_op", 3.0)],
+    "new_name_in_the_declined_block": [ev("only here", "odd_cat", 1.00001),
+                                       ev("only here too", "cpu_op", 2.0)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECLINED))
+def test_a_declined_block_is_decoded_by_msgspec_and_the_others_natively(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    # GIVEN a trace in small blocks, one of which holds an event the accumulator declines
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 400)
+    events = threads() + [e for i in range(6) for e in step(i)]
+    events[20:20] = DECLINED[case]
+    path = write(tmp_path / "t.json", events)
+    # WHEN read THEN the native reader keeps the file and says msgspec read part of it
+    raw = read_whole(path, _meta)
+    assert raw is not None and raw.reader == "native+msgspec"
+    assert raw.n_events == len(events)
+    assert raw.raw.column(S.EVENT_ID).to_pylist() == sorted(
+        raw.raw.column(S.EVENT_ID).to_pylist())
+    # AND the tables equal msgspec's alone, dictionaries included
+    assert_same(path, monkeypatch)
+    assert load_kineto_file(path).events.schema.metadata[b"reader"] == b"native+msgspec"
+
+
+GIVE_UP = {
     "string_tid_on_thread_name": [{"ph": "M", "name": "thread_name", "pid": 1, "tid": "7",
                                    "ts": 0, "args": {"name": "gloo"}}],
     "false_boundary": [ev("x },{ y", "cpu_op", 3.0)],
@@ -134,7 +163,7 @@ def test_what_the_accumulator_cannot_decide_goes_to_the_piece_path(
     events = threads() + [e for i in range(6) for e in step(i)] + GIVE_UP[case]
     path = write(tmp_path / "t.json", events)
     path.write_bytes(path.read_bytes().replace(b"MALFORMED", b"bad \xed\xa0\x80 surrogate"))
-    # WHEN read THEN the accumulator gives the file up
+    # WHEN read THEN the native reader gives the file up to msgspec
     assert read_whole(path, _meta) is None
     # AND the parse still gives the piece path's tables (or its error: malformed UTF-8)
     assert_same(path, monkeypatch)
@@ -274,4 +303,49 @@ def test_integers_beyond_their_column_become_null(
     assert row.column(S.COMMS_ID).to_pylist() == [None]
     assert row.column(S.SEQ).to_pylist() == [3]
     # AND the piece path agrees
+    assert_same(path, monkeypatch)
+
+
+def test_the_ring_never_reuses_a_buffer_still_being_scanned(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a compressed stream (read through the ring of three buffers) whose events are
+    # larger than a block, so that some reads find no event boundary
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 64)
+    lib = kineto_native.accumulator()
+    events = ",\n".join(json.dumps(ev(f"op{i}" * (1 + i % 9), "cpu_op", i)) for i in range(30))
+    ring = kineto_whole._Ring(lib, b"", Path("t.json.gz"))
+    stream = io.BytesIO(events.encode())
+    # WHEN every block is read
+    fills: list[tuple[int, int]] = []
+    while (got := ring.fill(stream)) is not None:
+        fills.append((got[0].ctypes.data, got[2]))
+    # THEN a block handed out (with a cut) keeps its buffer until two more blocks were
+    # handed out (the worker scans it meanwhile, and this thread decodes its flags)
+    assert sum(1 for _, cut in fills if not cut) > 3  # reads without a boundary happened
+    for i, (ptr, cut) in enumerate(fills):
+        if not cut:
+            continue
+        later_cuts = 0
+        for other, other_cut in fills[i + 1:]:
+            if later_cuts >= 2:
+                break
+            assert other != ptr
+            later_cuts += bool(other_cut)
+
+
+def test_no_block_after_a_false_boundary_is_decoded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a name made of "},{" over many blocks (every boundary guessed in it is false;
+    # the text after one decodes as empty objects, events that are not there)
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 256)
+    path = write(tmp_path / "t.json", [*step(0), ev("},{" * 2000, "cpu_op", 1.0)])
+    calls: list[int] = []
+    decode = kineto_whole.decode_buffer
+    monkeypatch.setattr(kineto_whole, "decode_buffer",
+                        lambda buf, start, p: calls.append(start) or decode(buf, start, p))
+    # WHEN read THEN the native reader gives the file up after the first block that is not
+    # JSON, without decoding the blocks after it
+    assert read_whole(path, _meta) is None
+    assert len(calls) == 1
+    # AND the msgspec reader gives the same tables as before
     assert_same(path, monkeypatch)

@@ -1,7 +1,7 @@
-"""The native JSON readers (kineto_json_c, kineto_dict_c) through the accumulator: exact values
-for every length of number around the 8-byte words they are read in, the same strings and
-codes for every length of string around the 16-byte steps, the forms they must decline, and
-never a byte read past the end of what they are given."""
+"""The native JSON readers (parsers/native/tk_json.h, tk_dict.h) through the accumulator:
+exact values for every length of number around the 8-byte words they are read in, the same
+strings and codes for every length of string around the 16-byte steps, the forms they must
+decline, and never a byte read past the end of what they are given."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tracekit import schema as S
-from tracekit.parsers import kineto_native
+from tracekit.parsers import native as kineto_native
 from tracekit.parsers.kineto_accum import Accumulator
 from tracekit.parsers.kineto_wrap import timed_table
 
@@ -174,7 +174,7 @@ EVERY_TOKEN = event("4458002142713.822", dur="25.200", pid="100000", tid="-7",
 _GUARD_CHILD = """
 import ctypes, mmap, sys
 import numpy as np
-from tracekit.parsers import kineto_native
+from tracekit.parsers import native as kineto_native
 from tracekit.parsers.kineto_accum import Accumulator
 lib = kineto_native.accumulator()
 page = mmap.PAGESIZE

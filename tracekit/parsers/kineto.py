@@ -155,6 +155,8 @@ def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> Rank
                                    rank=r, source=str(path), pg_by_name=by_name,
                                    pg_by_uid=by_uid)
         release_memory(events.num_rows)
+    events = events.replace_schema_metadata(
+        {**(events.schema.metadata or {}), S.READER_KEY.encode(): trace.reader.encode()})
     groups = pa.Table.from_pylist(rows, schema=_plain(S.PROCESS_GROUPS))
     base = _bounded_int(trace.meta.get("baseTimeNanoseconds"), "baseTimeNanoseconds", path,
                         -_I64 - 1, _I64)

@@ -1,5 +1,5 @@
-"""Handle on one native accumulator (kineto_accum_c): feed it blocks of events, and read
-back what each block flagged.
+"""Handle on one native accumulator (tracekit.parsers.native): feed it blocks of events, and
+read back what each block flagged.
 
 ``Accumulator.feed`` is what a worker thread runs (ctypes releases the GIL during the C
 call): it feeds one block and copies out, before returning, everything of that block the
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.parsers import kineto_accum_c as A
+from tracekit.parsers import native as A
 from tracekit.parsers.kineto_decode import COMM_FIELDS
 
 N_PTRS = (len(A.ROW_INT64) + len(A.ROW_INT32) + len(A.ROW_VALID) + len(A.FLAG_INT64)
@@ -30,6 +30,7 @@ class Fed:
 
     flags: dict[str, np.ndarray]
     names: dict[int, str]
+    piece: Any = None  # the block as msgspec decoded it, when the accumulator declined it
 
 
 def _view(ptr: int, ctype: Any, start: int, stop: int) -> np.ndarray:
@@ -98,6 +99,14 @@ class Accumulator:
                 out[code] = ctypes.string_at(data + lo, hi - lo).decode()
         self.known.update(out)
         return out
+
+    def skip(self, n_events: int) -> None:
+        """Count the events of a block decoded elsewhere (their indices stay in order)."""
+        self.lib.tk_acc_skip(self.ptr, n_events)
+
+    def events(self) -> int:
+        """Events counted so far (the index of the next block's first event)."""
+        return self.info()["events"]
 
     def done(self) -> None:
         """Reading is over: let the flag arrays and the hash tables go."""

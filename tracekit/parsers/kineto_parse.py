@@ -1,11 +1,12 @@
 """Parse one Kineto file into raw columns.
 
-First the native accumulator (kineto_whole: the whole file in one pass, columns built in C).
-When it gives the file up (unusual text, bad input, no C compiler, ``TRACEKIT_NATIVE=0``), the
-piece path: a streaming pass over 8 MB pieces, each through the native piece scanner
-(kineto_fast) or msgspec (kineto_piece), and a safe whole-document path used when the
-streaming pass cannot resolve the file's structure (and to word the error of a broken file
-precisely). All of them give the same columns.
+One reader: the native accumulator (kineto_whole: the whole file in one pass, columns built
+in C), which hands each block it declines to msgspec (kineto_msgspec). When the extension is
+not built, ``TRACEKIT_NATIVE=0``, or the accumulator cannot settle the file (see kineto_whole),
+msgspec reads the whole file: a streaming pass over 8 MB pieces (kineto_pool), and the whole
+document at once when the streaming pass cannot resolve the file's structure (which also
+words the error of a broken file precisely). Both give the same columns; ``RawTrace.reader``
+says which read the file.
 """
 
 from __future__ import annotations
@@ -15,51 +16,23 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import pyarrow as pa
 
 from tracekit.errors import BadInputError
 from tracekit.limits import TOO_DEEP
 from tracekit.parsers import kineto_read as R
-from tracekit.parsers.kineto_decode import DECODER, EXACT_DECODER, InexactTime
-from tracekit.parsers.kineto_fast import native_piece
-from tracekit.parsers.kineto_native import available as native_available
-from tracekit.parsers.kineto_native import release_scratch
-from tracekit.parsers.kineto_ops import ShapeOps
-from tracekit.parsers.kineto_piece import BadEvent, Piece, decode_piece
+from tracekit.parsers.kineto_msgspec import decode_buffer
 from tracekit.parsers.kineto_pool import PieceDecoder, usable_jobs
+from tracekit.parsers.kineto_raw import MSGSPEC, RawTrace
 from tracekit.parsers.kineto_spread import release_memory
 from tracekit.parsers.kineto_table import concat_pieces
 from tracekit.parsers.kineto_whole import read_whole
+from tracekit.parsers.native import accumulator
 
-
-@dataclass
-class RawTrace:
-    """Columns of the timed events, the side data of the few that need more, the number of
-    events of every phase, and the top-level keys other than traceEvents."""
-
-    raw: pa.Table  # timed events: EVENT_ID and the raw columns
-    comm: pa.Table | None
-    extra: ShapeOps
-    threads: list[tuple[Any, Any, str]]
-    n_events: int
-    meta: dict[str, Any]
-
-    def detach_side(self) -> list[Any]:
-        """[comm, extra], handed over like ``detach_raw``."""
-        side = [self.comm, self.extra]
-        self.comm, self.extra = None, ShapeOps()
-        return side
-
-    def detach_raw(self) -> pa.Table:
-        """The timed-event table, handed over: this object lets go of it, so that columns the
-        caller does not keep can be freed early."""
-        raw, self.raw = self.raw, pa.table({})
-        return raw
+__all__ = ["MSGSPEC", "RawTrace", "decode_buffer", "no_gc", "parse_file", "release_memory"]
 
 
 @contextmanager
@@ -76,54 +49,22 @@ def no_gc() -> Iterator[None]:
 
 
 def parse_file(path: Path, jobs: int = 1) -> RawTrace:
-    """Parse one file; ``jobs`` > 1 decodes the pieces of a big file in worker processes,
-    unless the native scanner is available: then a piece costs less than sending it to a
-    worker and its columns back (measured on a 400 MB rank, 2 cores: 4.6-7.1 s wall serial,
-    8.0-8.8 s with 2 workers), and the pieces are decoded in this process."""
-    if native_available():
-        jobs = 1
+    """Parse one file; ``jobs`` > 1 lets msgspec, when it reads the whole file, decode the
+    pieces of a big file in worker processes (the native reader runs in this process: a
+    block costs it less than sending the block to a worker and its columns back)."""
     with no_gc():
         raw = read_whole(path, _meta)
         if raw is None:
             try:
-                raw = _fast(path, usable_jobs(jobs))
+                raw = _fast(path, usable_jobs(1 if accumulator() else jobs))
             except R.SplitError:
                 raw = _safe(path)
-    release_scratch()
     _validate(raw, path)
     release_memory(raw.raw.num_rows)
     return raw
 
 
-# ------------------------------------------------------------------ fast, streaming path
-
-
-def decode_buffer(doc: bytes, start: int, path: Path) -> Piece:
-    """Decode a JSON array of events; the first has index ``start``.
-
-    Raises msgspec.DecodeError when the text is not JSON (a false boundary), BadInputError
-    when it is JSON but not valid events."""
-    piece = native_piece(doc, start)
-    if piece is not None:
-        return piece
-    try:
-        return decode_piece(DECODER.decode(doc), start)
-    except (msgspec.ValidationError, InexactTime):
-        pass  # unusual arg types or huge float timestamps: the exact, lenient decoder
-    except BadEvent as exc:
-        raise BadInputError(str(exc), path) from None
-    except RecursionError:
-        raise BadInputError(f"{TOO_DEEP} in traceEvents (from event {start} on)",
-                            path) from None
-    try:
-        return decode_piece(EXACT_DECODER.decode(doc), start)
-    except msgspec.ValidationError as exc:
-        raise BadInputError(_validation_message(exc, start), path) from None
-    except (BadEvent, InexactTime) as exc:
-        raise BadInputError(str(exc), path) from None
-    except RecursionError:  # pragma: no cover - the first decoder recursed as deep
-        raise BadInputError(f"{TOO_DEEP} in traceEvents (from event {start} on)",
-                            path) from None
+# ------------------------------------------------------------------ msgspec, streaming
 
 
 def _fast(path: Path, jobs: int) -> RawTrace:
@@ -143,7 +84,7 @@ def _fast(path: Path, jobs: int) -> RawTrace:
         except (msgspec.DecodeError, ValueError):
             continue
         pieces = decoder.pieces + ([piece] if piece is not None else [])
-        return RawTrace(*concat_pieces(pieces), meta)
+        return RawTrace(*concat_pieces(pieces), meta, MSGSPEC)
     raise R.SplitError("could not find the end of traceEvents")
 
 
@@ -177,7 +118,7 @@ def _meta(doc: bytes) -> dict[str, Any]:
     return value
 
 
-# ------------------------------------------------------------------ safe path
+# ------------------------------------------------------------------ msgspec, whole document
 
 
 class _Doc(msgspec.Struct):
@@ -209,7 +150,7 @@ def _safe(path: Path) -> RawTrace:
     body = msgspec.json.encode(events)
     piece = decode_buffer(body, 0, path) if events else None
     doc["traceEvents"] = []
-    return RawTrace(*concat_pieces([piece] if piece else []), doc)
+    return RawTrace(*concat_pieces([piece] if piece else []), doc, MSGSPEC)
 
 
 _NAN = re.compile(rb"-?(NaN|Infinity)")
@@ -225,21 +166,6 @@ def _json_message(exc: msgspec.DecodeError, data: bytes) -> str:
         if "truncated" in text or pos >= len(data.rstrip()):
             return f"invalid JSON: the document ends early (byte {pos}); truncated file?"
     return f"invalid JSON: {text}"
-
-
-_PATH = re.compile(r"`\$\[(\d+)\]\.?([^`]*)`")
-
-
-def _validation_message(exc: msgspec.ValidationError, start: int) -> str:
-    text = str(exc)
-    m = _PATH.search(text)
-    if m is None:
-        return f"wrong type in traceEvents: {text}"
-    where = f"event {start + int(m.group(1))}"
-    fld = m.group(2).replace("args.", "args ").strip(".")
-    what = text[: m.start()].removesuffix(" - at ").replace("`", "")
-    what = what[:1].lower() + what[1:]
-    return f"{where}: {fld}: {what}" if fld else f"{where}: {what}"
 
 
 # ------------------------------------------------------------------ checks

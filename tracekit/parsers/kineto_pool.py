@@ -21,6 +21,7 @@ import msgspec
 
 from tracekit.errors import BadInputError
 from tracekit.limits import MAX_EVENT
+from tracekit.parsers.kineto_msgspec import decode_buffer
 from tracekit.parsers.kineto_piece import Piece, shift_piece
 from tracekit.parsers.kineto_read import CHUNK_BYTES, event_too_large, join_arrays
 
@@ -29,8 +30,6 @@ _BAD = "bad"  # the piece is bad input: decode again in the main process for the
 
 
 def _worker(buf: bytes, path: str) -> Piece | str:
-    from tracekit.parsers.kineto_parse import decode_buffer
-
     try:
         return decode_buffer(buf, 0, Path(path))
     except BadInputError:
@@ -59,8 +58,6 @@ class PieceDecoder:
         self.count += piece.n_events
 
     def _serial(self, buf: bytes, sep: bytes) -> None:
-        from tracekit.parsers.kineto_parse import decode_buffer
-
         data = join_arrays(self.pending, sep, buf) if self.pending else buf
         try:
             piece = decode_buffer(data, self.count, self.path)

@@ -1,5 +1,5 @@
-"""One Kineto file -> RawTrace through the native accumulator (kineto_accum_c), in one pass
-and without one Python object per event.
+"""One Kineto file -> RawTrace through the native accumulator (tracekit.parsers.native), in
+one pass and without one Python object per event.
 
 The file is read in blocks cut at event boundaries; a worker thread feeds each block to the
 accumulator (the C call runs without the GIL) while this thread reads the next block and
@@ -7,16 +7,20 @@ decodes, with msgspec, the args of the few events the previous block flagged
 (communication, record_shapes, thread names). The columns stay in C memory and become Arrow
 buffers without a copy (kineto_wrap).
 
-Whenever the result could differ from the piece path's (kineto_parse: a block the
-accumulator fails on, even a false boundary; args that fail strict validation; a string pid
-on a thread name; a float time with more than three decimals; a read error; no timed
-event), ``read_whole`` returns None and the caller parses the file the piece way, which
-then decides and words any error.
+A block the accumulator declines (text it does not take: escapes, unusual numbers or types,
+a float time with more than three decimals, a bad event) is decoded by msgspec
+(kineto_msgspec) in the same worker, in its place: the accumulator only counts its events,
+and its rows join the others by event index at the end (``RawTrace.reader`` then says
+``native+msgspec``). Only what a block cannot settle makes ``read_whole`` return None, so
+that the caller reads the file with msgspec alone, which then decides and words any error: a
+block that is not JSON (a false boundary), bad input, flagged args that fail strict
+validation, a string pid on a thread name, a read error, no timed event.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import mmap
 import os
@@ -29,19 +33,24 @@ from typing import Any, BinaryIO
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.limits import MAX_EVENT, LimitExceeded
-from tracekit.parsers import kineto_accum_c as A
 from tracekit.parsers import kineto_read as R
+from tracekit.parsers import native as A
 from tracekit.parsers.kineto_accum import Accumulator, Fed
 from tracekit.parsers.kineto_codes import masked
 from tracekit.parsers.kineto_decode import RAW_IDX, SHAPE_PREFIXES, Args
-from tracekit.parsers.kineto_native import accumulator
-from tracekit.parsers.kineto_piece import _decode_raw, comm_table
-from tracekit.parsers.kineto_scan_c import INT as C_INT
-from tracekit.parsers.kineto_scan_c import STRING as C_STRING
+from tracekit.parsers.kineto_merge import with_pieces
+from tracekit.parsers.kineto_msgspec import decode_buffer
+from tracekit.parsers.kineto_piece import Piece, _decode_raw, comm_table
+from tracekit.parsers.kineto_raw import MIXED, NATIVE, RawTrace
 from tracekit.parsers.kineto_wrap import comm_rows, shape_ops, timed_table
+from tracekit.parsers.native import INT as C_INT
+from tracekit.parsers.native import STRING as C_STRING
+from tracekit.parsers.native import accumulator
 
 _ARGS = msgspec.json.Decoder(list[Args])
 THREAD_NAME = "thread_name"
@@ -60,6 +69,7 @@ class _Side:
     comm: list[pa.Table] = field(default_factory=list)
     shapes: dict[int, dict[str, Any]] = field(default_factory=dict)  # row -> raw args
     threads: list[tuple[Any, Any, str]] = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)  # the blocks msgspec decoded
     name_kind: dict[int, int] = field(default_factory=dict)  # name code -> _SHAPE / _THREAD
 
     def _of_kind(self, codes: np.ndarray, kind: int) -> np.ndarray:
@@ -72,6 +82,10 @@ class _Side:
         record_shapes ops and thread names, and of events whose communication values the
         accumulator left to msgspec (any other flagged event was only flagged for keys that
         EVENTS does not read there)."""
+        if fed.piece is not None:
+            self.pieces.append(fed.piece)
+            self.threads.extend(fed.piece.threads)
+            return
         f = fed.flags
         if not f:
             return
@@ -141,15 +155,13 @@ def _pid_tid(pid: int, pid_state: int, tid: int,
     return (pid if pid_state == C_INT else None, tid if tid_state == C_INT else None)
 
 
-def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> Any:
-    """The RawTrace of ``path``, or None when the piece path must parse it."""
-    from tracekit.parsers.kineto_parse import RawTrace
-
+def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> RawTrace | None:
+    """The RawTrace of ``path``, or None when msgspec alone must read it."""
     lib = accumulator()
     if lib is None:
         return None
     try:
-        acc = Accumulator(lib)
+        acc = _Feeder(lib, path)
         side = _Side()
         with R.open_trace(path) as stream:
             try:
@@ -161,15 +173,69 @@ def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> Any:
         comm = _merge_comm(comm_rows(acc), side.comm)
         acc.done()
         info = acc.info()
-        if not info["rows"]:
-            return None  # no timed event: the piece path words the error
+        if not info["rows"] and not any(p.columns.num_rows for p in side.pieces):
+            return None  # no timed event: the msgspec reader words the error
         table, name = timed_table(acc)
+        ops = shape_ops(table, name, side.shapes)
     except LimitExceeded:
         raise
-    except (_GiveUp, BadInputError, MemoryError):
+    except (_GiveUp, BadInputError, MemoryError, msgspec.DecodeError):
         return None
-    return RawTrace(table, comm, shape_ops(table, name, side.shapes), side.threads,
-                    info["events"], meta)
+    if not side.pieces:
+        return RawTrace(table, comm, ops, side.threads, info["events"], meta, NATIVE)
+    table, comm, ops = with_pieces(table, comm, ops, side.pieces)
+    return RawTrace(table, comm, ops, side.threads, info["events"], meta, MIXED)
+
+
+class _Feeder(Accumulator):
+    """The accumulator, with msgspec in the place of a block it declines (in the same
+    thread, before the next block is fed: the event indices stay in order)."""
+
+    def __init__(self, lib: Any, path: Path) -> None:
+        super().__init__(lib)
+        self.path = path
+        self.failed = False
+
+    def feed(self, block: np.ndarray, length: int) -> Fed:
+        """Feed one block. After a block that fails (its start may have been a false event
+        boundary), no later block is read: it would start inside a string, where text such
+        as ``},{},{`` decodes as events that are not there."""
+        if self.failed:
+            raise _GiveUp
+        self.failed = True
+        fed = super().feed(block, length)
+        if fed is None:
+            text = bytes(block.data[:length]).lstrip(b" \t\r\n").removeprefix(b",")
+            piece = decode_buffer(b"[" + text + b"]", self.events(), self.path)
+            self.skip(piece.n_events)
+            fed = Fed({}, {}, self._coded(piece))
+        self.failed = False
+        return fed
+
+    def _coded(self, piece: Piece) -> Piece:
+        """``piece`` with its NAME and CATEGORY as codes into the accumulator's dictionaries
+        (its values added to them in the order the block first shows them, untimed events
+        included: what the accumulator would have done reading the block itself)."""
+        cols = piece.columns
+        for which, key in ((0, S.NAME), (1, S.CATEGORY)):
+            col = cols.column(key).combine_chunks()
+            codes = np.array([self._intern(which, v) for v in col.dictionary.to_pylist()],
+                             dtype=np.int32)
+            idx = col.indices
+            picked = codes[np.asarray(pc.fill_null(idx, 0).to_numpy(zero_copy_only=False),
+                                      dtype=np.int64)] if len(codes) else np.zeros(
+                len(idx), dtype=np.int32)
+            valid = None if idx.null_count == 0 else np.asarray(idx.is_valid(), dtype=bool)
+            cols = cols.set_column(cols.schema.get_field_index(key), key,
+                                   masked(picked, valid, pa.int32()))
+        return dataclasses.replace(piece, columns=cols)
+
+    def _intern(self, which: int, value: str) -> int:
+        raw = value.encode()
+        code = int(self.lib.tk_acc_intern(self.ptr, which, raw, len(raw)))
+        if code < 0:
+            raise MemoryError
+        return code
 
 
 def _offset(stream: BinaryIO, head: bytes, rest: bytes) -> int | None:
@@ -217,7 +283,8 @@ class _Ring:
             raise R.event_too_large(self.path, self.done)
         self.done += cut
         self.carry = buf[cut:have].copy()
-        self.k += 1
+        if cut:  # the next buffer only after one handed out (one without a cut is all carry:
+            self.k += 1  # moving on would reuse, too early, the buffer being scanned)
         return buf, have, cut
 
 
@@ -269,7 +336,7 @@ def _reader(lib: Any, stream: BinaryIO, rest: bytes, start: int | None,
     return _Ring(lib, rest, path)
 
 
-def _blocks(acc: Accumulator, side: _Side, stream: BinaryIO, rest: bytes,
+def _blocks(acc: _Feeder, side: _Side, stream: BinaryIO, rest: bytes,
             start: int | None, path: Path) -> bytes:
     """Feed every block of complete events (in a worker thread, one block ahead); return
     the text after the last complete block. ``start``: the file offset of ``rest`` in a
@@ -284,7 +351,7 @@ def _blocks(acc: Accumulator, side: _Side, stream: BinaryIO, rest: bytes,
         if cut:
             _take(side, acc.feed(buf, cut), buf)
         return ring.carry.tobytes()
-    pending: tuple[Future[Fed | None], np.ndarray] | None = None
+    pending: tuple[Future[Fed], np.ndarray] | None = None
     with ThreadPoolExecutor(max_workers=1) as worker:
         for got in _read_on(ring, stream, first, second):
             buf, _, cut = got
@@ -308,17 +375,17 @@ def _read_on(ring: _Ring | _Windows, stream: BinaryIO, *read: tuple[np.ndarray, 
         yield got
 
 
-def _collect(side: _Side, job: Future[Fed | None], block: np.ndarray) -> None:
+def _collect(side: _Side, job: Future[Fed], block: np.ndarray) -> None:
     _take(side, job.result(), block)
 
 
 def _take(side: _Side, fed: Fed | None, block: np.ndarray) -> None:
-    if fed is None:
-        raise _GiveUp  # a false boundary, or text the accumulator does not take
+    if fed is None:  # pragma: no cover - _Feeder.feed decodes a declined block or raises
+        raise _GiveUp
     side.take(fed, block)
 
 
-def _finish(acc: Accumulator, side: _Side, head: bytes, final: bytes,
+def _finish(acc: _Feeder, side: _Side, head: bytes, final: bytes,
             meta_of: Callable[[bytes], dict[str, Any]]) -> dict[str, Any]:
     """The last events and the top-level keys after traceEvents (see tail_candidates)."""
     for events, tail in R.tail_candidates(final):
@@ -328,8 +395,10 @@ def _finish(acc: Accumulator, side: _Side, head: bytes, final: bytes,
             continue
         if events.strip():
             block = np.frombuffer(events, dtype=np.uint8)
-            fed = acc.feed(block, len(block))
-            if fed is None:
+            try:
+                fed = acc.feed(block, len(block))
+            except msgspec.DecodeError:
+                acc.failed = False  # a wrong guess at the end (rolled back): the next one
                 continue
             side.take(fed, block)
         return meta

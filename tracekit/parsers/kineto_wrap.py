@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema as S
-from tracekit.parsers import kineto_accum_c as A
+from tracekit.parsers import native as A
 from tracekit.parsers.kineto_accum import Accumulator
 from tracekit.parsers.kineto_codes import dict_codes, masked
 from tracekit.parsers.kineto_decode import COMM_FIELDS, RAW_IDX

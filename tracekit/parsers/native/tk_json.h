@@ -1,20 +1,13 @@
-"""C helpers shared by the native scanner (kineto_scan_c) and accumulator (kineto_accum_c):
-a strict JSON reader for the plain shape of a Kineto trace (whitespace, strings with SSE2
-scanning and UTF-8 validation, numbers, skipping values with bounded nesting) and the
-generated key matchers (a switch on the key's length, then fixed-size compares).
+/* A strict JSON reader for the plain shape of a Kineto trace: whitespace, strings with SSE2
+   scanning and UTF-8 validation, numbers, skipping values with bounded nesting.
 
-Every reader takes the end of the buffer and returns NULL on anything it does not accept;
-nothing reads past the end. The common cases are inline fast paths that give exactly what
-the general reader gives: no whitespace; a string whose closing quote is the first special
-byte of the next 16; a short non-negative int read from one 8-byte word; digit runs 8 bytes
-per step (SWAR, little-endian only).
-"""
-
-from __future__ import annotations
-
-from collections.abc import Sequence
-
-COMMON = r"""
+   Every reader takes the end of the buffer and returns NULL on anything it does not accept;
+   nothing reads past the end. The common cases are inline fast paths that give exactly what
+   the general reader gives: no whitespace; a string whose closing quote is the first special
+   byte of the next 16; a short non-negative int read from one 8-byte word; digit runs 8 bytes
+   per step (SWAR, little-endian only). */
+#ifndef TK_JSON_H
+#define TK_JSON_H
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,34 +364,4 @@ static P skip_value(P p, P e, int depth) {
     default: return number(p, e, &is_int, &iv, NULL);
     }
 }
-
-/* generated: match_EVENT / match_ID / match_FLAG, key -> index */
-@KEYS@
-"""
-
-
-def _c_string(key: str) -> str:
-    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _matcher(name: str, keys: Sequence[str]) -> str:
-    """``match_<name>(k, n)``: the index of the key [k, k + n) in ``keys``, or -1."""
-    by_len: dict[int, list[int]] = {}
-    for i, k in enumerate(keys):
-        by_len.setdefault(len(k.encode()), []).append(i)
-    cases = "".join(
-        f"    case {n}:\n" + "".join(
-            f"        if (memcmp(k, {_c_string(keys[i])}, {n}) == 0) return {i};\n"
-            for i in idx) + "        return -1;\n"
-        for n, idx in sorted(by_len.items()))
-    return (f"static int match_{name}(P k, size_t n) {{\n    switch (n) {{\n{cases}"
-            f"    default:\n        return -1;\n    }}\n}}\n")
-
-
-def common(event_keys: Sequence[str], id_keys: Sequence[str], flag_keys: Sequence[str]) -> str:
-    """The helpers, with matchers for the 8 event keys (ph, name, cat, pid, tid, ts, dur,
-    args), the 4 id arg keys, and the arg keys that send an event's args to msgspec."""
-    assert len(event_keys) == 8 and len(id_keys) == 4
-    keys = (_matcher("EVENT", event_keys) + _matcher("ID", id_keys)
-            + _matcher("FLAG", flag_keys))
-    return COMMON.replace("@KEYS@", keys)
+#endif

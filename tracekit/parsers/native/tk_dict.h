@@ -1,16 +1,13 @@
-"""C source of the string dictionaries of the native accumulator (kineto_accum_c): the codes
-of ``name`` and ``cat`` values in order of first appearance, through an open-addressing hash
-table over the values' bytes.
+/* String dictionaries of the accumulator: the codes of ``name`` and ``cat`` values (and of
+   communication strings) in order of first appearance, through an open-addressing hash
+   table over the values' bytes.
 
-A block that fails is rolled back by truncating ``n`` and ``dlen``: a hash slot whose code is
-no longer below ``n`` reads as empty. That is safe because every live value was inserted
-before the rolled-back block began, when those slots were still empty, so no probe for a live
-value ever passed over them.
-"""
-
-from __future__ import annotations
-
-DICT = r"""
+   A block that fails is rolled back by truncating ``n`` and ``dlen``: a hash slot whose code
+   is no longer below ``n`` reads as empty. That is safe because every live value was
+   inserted before the rolled-back block began, when those slots were still empty, so no
+   probe for a live value ever passed over them. */
+#ifndef TK_DICT_H
+#define TK_DICT_H
 typedef struct {
     uint8_t *data;
     int32_t *off;     /* n + 1 */
@@ -72,8 +69,9 @@ static int32_t dict_code(Dict *d, P s, size_t n) {
     for (;;) {
         int32_t c = d->slots[h] - 1;
         if (c < 0 || c >= d->n) break; /* empty, or left by a rolled back block */
-        if ((size_t)(d->off[c + 1] - d->off[c]) == n && memcmp(d->data + d->off[c], s, n) == 0)
-            return c;
+        if ((size_t)(d->off[c + 1] - d->off[c]) == n &&
+            (n == 0 || memcmp(d->data + d->off[c], s, n) == 0))
+            return c; /* (no memcmp / memcpy of 0 bytes: data may still be NULL) */
         h = (h + 1) & mask;
     }
     if (d->n + 2 > d->cap) {
@@ -97,11 +95,10 @@ static int32_t dict_code(Dict *d, P s, size_t n) {
         d->data = data;
         d->dcap = (int32_t)want;
     }
-    memcpy(d->data + d->dlen, s, n);
+    if (n) memcpy(d->data + d->dlen, s, n);
     d->dlen += (int32_t)n;
     d->off[d->n + 1] = d->dlen;
     d->slots[h] = d->n + 1;
     return d->n++;
 }
-
-"""
+#endif

@@ -1,54 +1,40 @@
-"""C source of the native whole-file accumulator (compiled on first use by kineto_native).
+/* The whole-file Kineto accumulator, a CPython extension module (tracekit.parsers.native._accum).
 
-Where the piece scanner (kineto_scan_c) returns the raw columns of one piece for Python to
-finish, the accumulator keeps the columns of a whole file in growing C arrays, fed one
-block of events at a time, and finishes them itself:
+   It keeps the columns of a whole file in growing C arrays, fed one block of events at a
+   time, and finishes them itself:
 
-- only the timed events (``ph`` ``X`` or ``i``) get a row; every event still gets its index;
-- ``name`` and ``cat`` become dictionary codes (one dictionary per file, values in order of
-  first appearance over all events: what dictionary-encoding each piece, concatenating and
-  unifying gives);
-- ``ts`` / ``dur`` become exact integer nanoseconds from their text (ints, and floats with at
-  most three decimals: what both rules of ``kineto_decode.exact_ns`` give them);
-- ids get an Arrow validity bitmap;
-- the communication args (kineto_decode.COMM_FIELDS) of a timed event are read here into
-  one row per event, when every value has the plain form the strict msgspec decoder gives:
-  a string without escapes (string fields), an int of at most 18 digits (a uint64 for
-  ``Comms Id``), or null. Strings get codes in a third dictionary;
-- the few events whose args carry record_shapes or thread-name keys, or a communication
-  value of any other form, are listed (index, row, phase, name code, pid, tid, comm state and
-  the span of the args object in the block) for Python to decode with msgspec.
+   - only the timed events (ph X or i) get a row; every event still gets its index;
+   - name and cat become dictionary codes (one dictionary per file, values in order of first
+     appearance over the events it read);
+   - ts / dur become exact integer nanoseconds from their text (ints, and floats with at most
+     three decimals: what both rules of kineto_decode.exact_ns give them);
+   - ids get an Arrow validity bitmap;
+   - the communication args of a timed event are read here into one row per event, when every
+     value has the plain form the strict msgspec decoder gives: a string without escapes, an
+     int of at most 18 digits (a uint64 for Comms Id), or null. Strings get codes in a third
+     dictionary;
+   - the few events whose args carry record_shapes or thread-name keys, or a communication
+     value of any other form, are listed (index, row, phase, name code, pid, tid, comm state
+     and the span of the args object in the block) for Python to decode with msgspec.
 
-It is as strict as the piece scanner (same helpers): anything unusual, a bad event, or a
-float time with more than three decimals or an exponent, fails the block; the block's rows
-are rolled back and the caller takes the piece path for the file.
-"""
+   Anything unusual, a bad event, or a float time with more than three decimals or an
+   exponent, fails the block: its rows are rolled back and the caller decodes that block with
+   msgspec (tk_acc_skip then counts its events).
 
-from __future__ import annotations
+   The C functions (tk_*) are called through ctypes, which releases the GIL for the call; the
+   module itself only exports the key tables, so that Python can check them against its
+   msgspec decoder. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 
-from tracekit.parsers import kineto_dict_c as D
-from tracekit.parsers import kineto_json_c as J
+#include "tk_json.h"
+#include "tk_keys.h"
+#include "tk_dict.h"
 
-# pointer table of tk_acc_arrays, in this order
-ROW_INT64 = ("event_id", "pid", "tid", "ts", "dur", "external_id", "correlation", "py_id",
-             "py_parent_id")
-ROW_INT32 = ("name", "cat")
-# validity bitmaps: every row column but event_id
-ROW_VALID = ("name", "cat", "pid", "tid", "ts", "dur", "external_id", "correlation", "py_id",
-             "py_parent_id")
-FLAG_INT64 = ("event", "row", "pid", "tid", "aoff", "alen", "name")
-FLAG_INT8 = ("phase", "pid_state", "tid_state", "comm")
-PHASE_OTHER, PHASE_TIMED, PHASE_META = 0, 1, 2
-# the FLAG_INT8 "comm" state of a flagged event: no communication row read here, a row read
-# here (its args are decoded again only for their record_shapes or thread-name keys), or
-# values left to msgspec (the event's args are decoded and msgspec decides)
-COMM_NONE, COMM_READ, COMM_SLOW = 0, 1, 2
-# how the accumulator reads each communication arg (kineto_decode.COMM_FIELDS order)
-COMM_STRING, COMM_INT64, COMM_UINT64 = 0, 1, 2
-# tk_acc_info fields
-INFO = ("rows", "events", "flags", "names", "cats", "comm_rows", "comm_strings")
+#define TK_API __attribute__((visibility("default")))
 
-_ACC = r"""
+enum { COMM_NONE_ = 0, COMM_READ_ = 1, COMM_SLOW_ = 2 };
+
 
 enum { PH_NONE = -1, PH_OTHER, PH_X, PH_I, PH_M, PH_FLOW };
 #define TIMED(k) ((k) == PH_X || (k) == PH_I)
@@ -363,13 +349,13 @@ done:
     return p;
 }
 
-Acc *tk_acc_new(void) {
+TK_API Acc *tk_acc_new(void) {
     Acc *a = (Acc *)calloc(1, sizeof(Acc));
     if (!special_ready) init_special();
     return a;
 }
 
-void tk_acc_free(Acc *a) {
+TK_API void tk_acc_free(Acc *a) {
     if (!a) return;
     for (int c = 0; c < 9; c++) free(a->ri[c]);
     for (int c = 0; c < 2; c++) free(a->rc[c]);
@@ -402,7 +388,7 @@ static int64_t last_boundary(P buf, int64_t len) {
 /* Read the events of [buf, buf + len): an optional leading ',' then events separated by
    ','. Unless whole, only up to the last event boundary (*used: the bytes consumed).
    Returns the events read, or -1 (the block's rows, events and flags are rolled back). */
-int64_t tk_acc_feed(Acc *a, const uint8_t *buf, int64_t len, int whole, int64_t *used) {
+TK_API int64_t tk_acc_feed(Acc *a, const uint8_t *buf, int64_t len, int whole, int64_t *used) {
     int64_t rows0 = a->rows, events0 = a->events, flags0 = a->flags, crows0 = a->crows, n = 0;
     int32_t dn[3], dl[3];
     int64_t end = whole ? len : last_boundary(buf, len);
@@ -475,12 +461,12 @@ fail:
 }
 
 /* the index after the '}' of the last event boundary "} , {" in [buf, buf + len), or 0 */
-int64_t tk_boundary(const uint8_t *buf, int64_t len) {
+TK_API int64_t tk_boundary(const uint8_t *buf, int64_t len) {
     return last_boundary(buf, len);
 }
 
 /* reading is over: free what only reading needs (flags, hash slots) */
-void tk_acc_done(Acc *a) {
+TK_API void tk_acc_done(Acc *a) {
     for (int c = 0; c < 7; c++) { free(a->fi[c]); a->fi[c] = NULL; }
     for (int c = 0; c < 4; c++) { free(a->fb[c]); a->fb[c] = NULL; }
     a->fcap = a->flags = 0;
@@ -496,7 +482,7 @@ void tk_acc_done(Acc *a) {
     }
 }
 
-void tk_acc_info(Acc *a, int64_t *out) {
+TK_API void tk_acc_info(Acc *a, int64_t *out) {
     out[0] = a->rows; out[1] = a->events; out[2] = a->flags;
     out[3] = a->dict[0].n; out[4] = a->dict[1].n;
     out[5] = a->crows; out[6] = a->dict[2].n;
@@ -504,7 +490,7 @@ void tk_acc_info(Acc *a, int64_t *out) {
 
 /* pointers: ROW_INT64, ROW_INT32, ROW_VALID, FLAG_INT64, FLAG_INT8, then per dictionary
    (name, cat) its offsets and data */
-void tk_acc_arrays(Acc *a, void **out) {
+TK_API void tk_acc_arrays(Acc *a, void **out) {
     int k = 0;
     for (int c = 0; c < 9; c++) out[k++] = a->ri[c];
     for (int c = 0; c < 2; c++) out[k++] = a->rc[c];
@@ -516,7 +502,7 @@ void tk_acc_arrays(Acc *a, void **out) {
 
 /* the communication rows: event index, NCOMM value arrays, NCOMM has-value arrays, then the
    offsets and data of their strings' dictionary */
-void tk_acc_comm(Acc *a, void **out) {
+TK_API void tk_acc_comm(Acc *a, void **out) {
     int k = 0;
     out[k++] = a->cev;
     for (int c = 0; c < NCOMM; c++) out[k++] = a->cval[c];
@@ -524,16 +510,63 @@ void tk_acc_comm(Acc *a, void **out) {
     out[k++] = a->dict[2].off;
     out[k++] = a->dict[2].data;
 }
-"""
 
+/* events of a block decoded elsewhere (msgspec): they still count in the event index */
+TK_API void tk_acc_skip(Acc *a, int64_t n) {
+    a->events += n;
+}
 
-def source(event_keys: tuple[str, ...], id_keys: tuple[str, ...],
-           flag_keys: tuple[str, ...], comm_kinds: tuple[int, ...]) -> str:
-    """The accumulator's C source (the piece scanner's helpers and key tables included);
-    ``flag_keys`` start with the communication keys, read as ``comm_kinds`` (COMM_*)."""
-    kinds = ", ".join(str(k) for k in comm_kinds)
-    head = (f"#define NCOMM {len(comm_kinds)}\n"
-            f"static const int8_t COMM_KIND[NCOMM] = {{{kinds}}};\n"
-            f"enum {{ COMM_NONE_ = {COMM_NONE}, COMM_READ_ = {COMM_READ}, "
-            f"COMM_SLOW_ = {COMM_SLOW} }};\n")
-    return J.common(event_keys, id_keys, flag_keys) + D.DICT + head + _ACC
+/* the code of a name (which 0) or cat (which 1) value of a block decoded elsewhere, given in
+   order of first appearance: the dictionaries stay in order of first appearance over every
+   event of the file; -1 when out of memory */
+TK_API int32_t tk_acc_intern(Acc *a, int which, const uint8_t *s, int64_t n) {
+    if (which < 0 || which > 1 || n < 0 || n > INT32_MAX) return -1;
+    return dict_code(&a->dict[which], s, (size_t)n);
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyObject *str_tuple(const char *const *keys) {
+    Py_ssize_t n = 0;
+    while (keys[n]) n++;
+    PyObject *t = PyTuple_New(n);
+    if (!t) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_FromString(keys[i]);
+        if (!s) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
+static int add_tables(PyObject *m) {
+    PyObject *kinds = PyTuple_New(NCOMM);
+    if (!kinds) return -1;
+    for (Py_ssize_t i = 0; i < NCOMM; i++) {
+        PyObject *v = PyLong_FromLong(COMM_KIND[i]);
+        if (!v) { Py_DECREF(kinds); return -1; }
+        PyTuple_SET_ITEM(kinds, i, v);
+    }
+    if (PyModule_AddObject(m, "COMM_KIND", kinds) < 0) { Py_DECREF(kinds); return -1; }
+    const char *const *tables[] = {EVENT_KEYS, ID_KEYS, FLAG_KEYS};
+    const char *names[] = {"EVENT_KEYS", "ID_KEYS", "FLAG_KEYS"};
+    for (int i = 0; i < 3; i++) {
+        PyObject *t = str_tuple(tables[i]);
+        if (!t) return -1;
+        if (PyModule_AddObject(m, names[i], t) < 0) { Py_DECREF(t); return -1; }
+    }
+    return 0;
+}
+
+static struct PyModuleDef accum_module = {
+    PyModuleDef_HEAD_INIT, "_accum",
+    "The native Kineto accumulator (called through ctypes; see tracekit.parsers.native).",
+    -1, NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__accum(void) {
+    PyObject *m = PyModule_Create(&accum_module);
+    if (!m) return NULL;
+    if (add_tables(m) < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}
