@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tracekit.api import Analysis, AnalyzeOptions, LoadOptions, Run
+    from tracekit.cache_derived import Hit
     from tracekit.io import Outputs
     from tracekit.summary import Summary
 
@@ -168,12 +169,40 @@ SUMMARY_TABLES = ("ranks", "kernel_time", "communication")
 
 
 def full_analysis(run: Run, summary: Summary, options: AnalyzeOptions) -> Analysis:
-    """Attribute and measure the run; the first summary's tables travel with the results."""
+    """Attribute and measure the run; the first summary's tables travel with the results, and
+    the report digest (tracekit.reports.digest) is attached."""
     from tracekit.api import analyze_run
+    from tracekit.reports import digest
 
     analysis = analyze_run(run, options)
     analysis.tables.update(summary.tables())
+    digest.attach(analysis)
     return analysis
+
+
+def cached_analysis(path: Path, load: LoadOptions, options: AnalyzeOptions,
+                    fr_dir: Path | None, summary_only: bool) -> tuple[Hit | None, str | None]:
+    """(the derived cache's hit or None, the key to store a fresh analysis under or None)."""
+    if load.cache_dir is None or summary_only:
+        return None, None
+    from tracekit import cache_derived, progress
+
+    key = cache_derived.derived_key(path, load, options, () if fr_dir is None else (fr_dir,))
+    if key is None:
+        return None, None
+    hit = cache_derived.read(load.cache_dir, key)
+    if hit is not None:
+        progress.note(f"derived results from the cache ({key})")
+    return hit, key
+
+
+def store_analysis(cache_dir: Path | None, key: str | None, analysis: Analysis,
+                   summary: Summary) -> None:
+    if cache_dir is None or key is None:
+        return
+    from tracekit import cache_derived
+
+    cache_derived.write(cache_dir, key, analysis, summary)
 
 
 def report_text(analysis: Analysis, color: bool) -> str:
@@ -286,6 +315,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             engine: str, scheduler: str | None, partitioned: Path | None, summary_only: bool,
             fr_dir: Path | None, **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
+    from tracekit import progress
     from tracekit.api import AnalyzeOptions, LoadOptions
     from tracekit.cli.outputs import plan_outputs
 
@@ -297,8 +327,9 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     layout = topo.get("layout")
     topology = topology_from_kwargs(topo)
     tty = sys.stdout.isatty()
+    progress.enable(progress.wanted())
     options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
-                          progress=tty, engine=engine, scheduler=scheduler)
+                          progress=progress.enabled(), engine=engine, scheduler=scheduler)
     analyze_options = AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
                                      hardware=hardware, layout=layout)
     if partitioned is not None:
@@ -310,20 +341,31 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                    f"partitioned into {partitioned}")
         click.echo(report_text(analysis, color=tty), nl=False)
         return
-    run = load_from_cli(path, options)
-    run, fr_findings = flight_recorder_evidence(run, path, fr_dir)
-    summary = compute(run)
+    hit, key = cached_analysis(path, options, analyze_options, fr_dir, summary_only)
+    run = None
+    if hit is None or parquet_out is not None:  # --parquet writes EVENTS: parse (cached) then
+        with progress.stage("parse", bar=True):
+            run = load_from_cli(path, options)
     with plan:
+        if hit is not None:
+            summary, analysis = hit.summary, hit.analysis
+        else:
+            assert run is not None
+            run, fr_findings = flight_recorder_evidence(run, path, fr_dir)
+            summary = compute(run)
+            if not summary_only:
+                analysis = full_analysis(run, summary, analyze_options)
+                if fr_findings is not None and fr_findings.num_rows:
+                    analysis.findings = pa_concat(analysis.findings, fr_findings)
+                store_analysis(cache_dir, key, analysis, summary)
         if summary_only:
             if json_out is not None:
                 write_json(summary, path, json_out, plan)
         else:
-            analysis = full_analysis(run, summary, analyze_options)
-            if fr_findings is not None and fr_findings.num_rows:
-                analysis.findings = pa_concat(analysis.findings, fr_findings)
-            write_reports(analysis, {"json": json_out, "html": html_out,
-                                     "markdown": markdown_out, "junit": junit_out}, plan)
-        if parquet_out is not None:
+            with progress.stage("reports"):
+                write_reports(analysis, {"json": json_out, "html": html_out,
+                                         "markdown": markdown_out, "junit": junit_out}, plan)
+        if parquet_out is not None and run is not None:
             write_parquet(run.events, parquet_out, plan)
     if tty:
         render_rich(summary, path)
