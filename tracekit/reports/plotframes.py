@@ -73,6 +73,14 @@ def _comm_rows(analysis: Analysis) -> pd.DataFrame:
                        s.EFFICIENCY: np.nan, s.WAIT_NS: np.nan})[cols]
 
 
+def comm_total(analysis: Analysis) -> int:
+    """How many kernels :func:`timeline` would draw with no limit (its ``total``), counted
+    without building its frame."""
+    if frames.has_rows(analysis.measured):
+        return analysis.measured.num_rows
+    return len(_comm_rows(analysis))
+
+
 def trace_start_ns(analysis: Analysis) -> int:
     """The first event's start: every time the report shows is relative to it."""
     cached = digest.value(analysis, digest.COUNTS, digest.START_NS)
