@@ -57,7 +57,7 @@ class Hit:
     """What a cache hit gives back: the analysis (EVENTS empty) and the first summary."""
 
     analysis: Analysis
-    summary: Summary
+    summary: Summary | None  # None: the entry was stored without one (tracekit check)
     key: str
 
 
@@ -144,15 +144,28 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
+def _inside(folder: Path, run: Path) -> bool:
+    """Whether ``folder`` is ``run`` or lies under it (so writing there changes the input)."""
+    try:
+        return run.is_dir() and folder.resolve().is_relative_to(run.resolve())
+    except OSError:
+        return True
+
+
 def derived_key(path: Path, load: LoadOptions, options: AnalyzeOptions,
-                more_inputs: Sequence[Path] = ()) -> str | None:
+                more_inputs: Sequence[Path] = (), variant: str = "analyze") -> str | None:
     """The key of the analysis of ``path`` with these options; None when an input, a rule
-    file or the profile cannot be read (the analysis then words the error, uncached)."""
+    file or the profile cannot be read (the analysis then words the error, uncached).
+    ``variant``: which command's Analysis it is (``analyze`` adds the first summary's tables
+    to it, ``check`` does not), so that each gets back exactly what it computes."""
     from tracekit import __version__
 
+    if load.cache_dir is not None and _inside(Path(load.cache_dir), Path(path)):
+        return None  # never written into an input folder (the parse cache still works there)
     try:
         parts: dict[str, Any] = {
             "format": [FORMAT, FORMAT_VERSION],
+            "variant": variant,
             "tracekit": __version__,
             "schema": S.SCHEMA_VERSION,
             "code": code_fingerprint(),
@@ -200,7 +213,8 @@ def read(cache_dir: Path, key: str) -> Hit | None:
                   for i, n in enumerate(meta["tables"])}
         extra = {n: _read_table(entry / f"extra-{i}.parquet")
                  for i, n in enumerate(meta["extra"])}
-        summary = {n: _read_table(entry / f"summary-{n}.parquet") for n in SUMMARY}
+        summary = {n: _read_table(entry / f"summary-{n}.parquet") for n in SUMMARY} \
+            if meta["summary"] else None
         run = Run(events=S.empty(S.EVENTS),
                   process_groups=S.conform(_read_table(entry / "process_groups.parquet"),
                                            S.PROCESS_GROUPS),
@@ -208,8 +222,8 @@ def read(cache_dir: Path, key: str) -> Hit | None:
                   skipped=[(str(f), str(r)) for f, r in meta["skipped"]], extra=extra)
         skipped = list(run.skipped)
         analysis = Analysis(run=run, tables=tables, info=meta["info"], **results)
-        summ = Summary(summary["ranks"], summary["kernel_time"], summary["communication"],
-                       skipped)
+        summ = None if summary is None else Summary(
+            summary["ranks"], summary["kernel_time"], summary["communication"], skipped)
     except FileNotFoundError:
         STATS.misses += 1
         return None
@@ -232,7 +246,7 @@ def _instances(attributed: pa.Table | None) -> pa.Table | None:
     return attributed.filter(pc.fill_null(attributed.column(S.IS_INSTANCE), False))
 
 
-def write(cache_dir: Path, key: str, analysis: Analysis, summary: Summary) -> bool:
+def write(cache_dir: Path, key: str, analysis: Analysis, summary: Summary | None) -> bool:
     """Store ``analysis`` (with its report digest attached) and ``summary`` under ``key``.
 
     False when the analysis holds what an entry cannot (its info is not JSON); the caller
@@ -252,6 +266,7 @@ def write(cache_dir: Path, key: str, analysis: Analysis, summary: Summary) -> bo
             "format": FORMAT, "version": FORMAT_VERSION, "key": key,
             "results": [n for n, t in results.items() if t is not None],
             "tables": list(analysis.tables), "extra": list(extra),
+            "summary": summary is not None,
             "skipped": [[str(f), str(r)] for f, r in analysis.run.skipped],
             "info": analysis.info,
         }, indent=1)
@@ -272,7 +287,7 @@ def write(cache_dir: Path, key: str, analysis: Analysis, summary: Summary) -> bo
             put(table, f"table-{i}.parquet", tmp)
         for i, table in enumerate(extra.values()):
             put(table, f"extra-{i}.parquet", tmp)
-        for name, table in summary.tables().items():
+        for name, table in (summary.tables() if summary is not None else {}).items():
             put(table, f"summary-{name}.parquet", tmp)
         put(analysis.run.process_groups, "process_groups.parquet", tmp)
         put(analysis.run.rank_info, "rank_info.parquet", tmp)

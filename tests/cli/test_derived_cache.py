@@ -191,3 +191,43 @@ def test_summary_only_and_parquet_still_read_events(
     assert pq.read_metadata(tmp_path / "e.parquet").num_rows > 0
     analyze(capsys, run_dir, "--cache-dir", cache, "--summary-only")
     assert calls == {"parse": 3, "analyze": 1}
+
+
+def test_check_with_another_threshold_reads_the_cache(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN `tracekit check` of a run with a cache folder, counting the analyses
+    ran = []
+    real = api.analyze
+    monkeypatch.setattr(api, "analyze", lambda *a, **k: ran.append(1) or real(*a, **k))
+    cache = tmp_path / "cache"
+
+    def check(*more: str) -> bytes:
+        out = tmp_path / "check.json"
+        with pytest.raises(SystemExit):
+            main(["check", str(run_dir), "--cache-dir", str(cache), "--json", str(out), *more])
+        capsys.readouterr()
+        return out.read_bytes()
+
+    first = check("--max-exposed-comm", "90")
+    # WHEN it is checked again with other thresholds THEN the analysis is not run again
+    again = check("--max-exposed-comm", "90")
+    check("--min-efficiency", "0.5")
+    assert len(ran) == 1
+    assert again == first
+    # AND an `analyze` of the same run keeps its own entry (its Analysis holds the summary)
+    analyze(capsys, run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json")
+    assert len(entries(cache)) == 2
+
+
+def test_no_derived_entry_inside_the_input_folder(
+    run_dir: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
+) -> None:
+    # GIVEN a cache folder inside the run folder (allowed for the parse cache)
+    cache = run_dir / "cache"
+    analyze(capsys, run_dir, "--cache-dir", cache)
+    analyze(capsys, run_dir, "--cache-dir", cache)
+    # THEN no derived entry was written there and each analysis ran
+    assert entries(cache) == []
+    assert calls["analyze"] == 2

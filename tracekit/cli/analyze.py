@@ -191,6 +191,8 @@ def cached_analysis(path: Path, load: LoadOptions, options: AnalyzeOptions,
     if key is None:
         return None, None
     hit = cache_derived.read(load.cache_dir, key)
+    if hit is not None and hit.summary is None:
+        hit = None  # not an entry of this command's
     if hit is not None:
         progress.note(f"derived results from the cache ({key})")
     return hit, key
@@ -288,7 +290,8 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
               help="Extra rule YAML file (repeatable), added to the packaged rules.")
 @topology_options
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Parquet cache of parsed rank files (a changed file is re-read).")
+              help="Cache of parsed rank files and of the derived results (docs/cache.md): "
+                   "another report of the same run skips parse, attribution and measure.")
 @click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop",
               show_default=True, help="Stop at the first bad rank file, or skip it.")
 @click.option("--rank", type=click.IntRange(min=0), default=None,
@@ -347,7 +350,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
         with progress.stage("parse", bar=True):
             run = load_from_cli(path, options)
     with plan:
-        if hit is not None:
+        if hit is not None and hit.summary is not None:
             summary, analysis = hit.summary, hit.analysis
         else:
             assert run is not None

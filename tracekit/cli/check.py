@@ -35,7 +35,8 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop",
                      show_default=True, help="Stop at the first bad rank file, or skip it."),
         click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False),
-                     help="Parquet cache of parsed rank files."),
+                     help="Cache of parsed rank files and of the derived results (a second "
+                          "check of the same run with other thresholds skips the analysis)."),
     ]):
         fn = deco(fn)
     return fn
@@ -56,11 +57,24 @@ def analyze_path(path: Path, hardware: str | None = None, rules_files: tuple[Pat
     hw: str | Path | None = hardware
     if hardware is not None and Path(hardware).is_file():
         hw = Path(hardware)
-    return api.analyze(
-        path, api.LoadOptions(cache_dir=cache_dir, on_error=on_error),
-        api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hw, topology=topology,
-                           layout=layout),
-    )
+    load = api.LoadOptions(cache_dir=cache_dir, on_error=on_error)
+    options = api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hw, topology=topology,
+                                 layout=layout)
+    if cache_dir is None:
+        return api.analyze(path, load, options)
+    # the derived cache (tracekit.cache_derived): another threshold re-reads the results
+    from tracekit import cache_derived
+    from tracekit.reports import digest
+
+    key = cache_derived.derived_key(path, load, options, variant="check")
+    hit = cache_derived.read(cache_dir, key) if key is not None else None
+    if hit is not None:
+        return hit.analysis
+    analysis = api.analyze(path, load, options)
+    digest.attach(analysis)
+    if key is not None:
+        cache_derived.write(cache_dir, key, analysis, None)
+    return analysis
 
 
 def read_json_report(path: Path) -> dict[str, Any] | None:
