@@ -175,8 +175,12 @@ def analyze_run(run: Run, options: AnalyzeOptions | None = None) -> Analysis:
         # one topology for every stage: the rules and the cross-rank matching (which fills
         # the members of communicators whose trace rows lack them) must agree
         opts = dataclasses.replace(opts, topology=infer_topology(run, opts))
-    attributed, findings = attribute(run, opts)
-    analysis = measure(run, attributed, opts)
+    from tracekit import progress
+
+    with progress.stage("attribute"):
+        attributed, findings = attribute(run, opts)
+    with progress.stage("measure"):
+        analysis = measure(run, attributed, opts)
     analysis.findings_table = _concat_findings(findings, analysis.findings_table)
     return analysis
 

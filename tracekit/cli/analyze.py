@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tracekit.api import Analysis, AnalyzeOptions, LoadOptions, Run
+    from tracekit.cache_derived import Hit
     from tracekit.io import Outputs
     from tracekit.summary import Summary
 
@@ -154,11 +155,14 @@ SUMMARY_TABLES = ("ranks", "kernel_time", "communication")
 
 
 def full_analysis(run: Run, summary: Summary, options: AnalyzeOptions) -> Analysis:
-    """Attribute and measure the run; the first summary's tables travel with the results."""
+    """Attribute and measure the run; the first summary's tables travel with the results, and
+    the report digest (tracekit.reports.digest) is attached."""
     from tracekit.api import analyze_run
+    from tracekit.reports import digest
 
     analysis = analyze_run(run, options)
     analysis.extra_tables.update(summary.tables())
+    digest.attach(analysis)
     return analysis
 
 
@@ -168,6 +172,33 @@ def without_summary(analysis: Analysis) -> Analysis:
     collectives by the op that was called, from MEASURED; ``--json`` keeps them."""
     kept = {k: v for k, v in analysis.extra_tables.items() if k not in SUMMARY_TABLES}
     return dataclasses.replace(analysis, extra_tables=kept)
+
+
+def cached_analysis(path: Path, load: LoadOptions, options: AnalyzeOptions,
+                    fr_dir: Path | None, summary_only: bool) -> tuple[Hit | None, str | None]:
+    """(the derived cache's hit or None, the key to store a fresh analysis under or None)."""
+    if load.cache_dir is None or summary_only:
+        return None, None
+    from tracekit import cache_derived, progress
+
+    key = cache_derived.derived_key(path, load, options, () if fr_dir is None else (fr_dir,))
+    if key is None:
+        return None, None
+    hit = cache_derived.read(load.cache_dir, key)
+    if hit is not None and hit.summary is None:
+        hit = None  # not an entry of this command's
+    if hit is not None:
+        progress.note(f"derived results from the cache ({key})")
+    return hit, key
+
+
+def store_analysis(cache_dir: Path | None, key: str | None, analysis: Analysis,
+                   summary: Summary) -> None:
+    if cache_dir is None or key is None:
+        return
+    from tracekit import cache_derived
+
+    cache_derived.write(cache_dir, key, analysis, summary)
 
 
 def report_text(analysis: Analysis, color: bool, verbose: bool = False) -> str:
@@ -275,6 +306,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             fr_dir: Path | None, parquet_events: bool, verbose: bool = False,
             **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
+    from tracekit import progress
     from tracekit.api import Analysis, AnalyzeOptions, LoadOptions
     from tracekit.cli.outputs import plan_outputs
 
@@ -291,8 +323,9 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     layout = topo.get("layout")
     topology = topology_from_kwargs(topo)
     tty = sys.stdout.isatty()
+    progress.enable(progress.wanted())
     options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
-                          progress=tty, engine=engine, scheduler=scheduler)
+                          progress=progress.enabled(), engine=engine, scheduler=scheduler)
     analyze_options = AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
                                      hardware=hardware_arg(hardware), layout=layout)
     if partitioned is not None:
@@ -305,10 +338,23 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                    f"partitioned into {partitioned}")
         click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
         return
-    run = load_from_cli(path, options)
-    run, fr_findings = flight_recorder_evidence(run, path, fr_dir)
-    summary = compute(run)
+    if parquet_out is not None:  # the whole ATTRIBUTED goes to --parquet: no cache hit
+        hit, key = None, cached_analysis(path, options, analyze_options, fr_dir, summary_only)[1]
+    else:
+        hit, key = cached_analysis(path, options, analyze_options, fr_dir, summary_only)
     with plan:
+        if hit is not None and hit.summary is not None:
+            summary, analysis = hit.summary, hit.analysis
+        else:
+            with progress.stage("parse", bar=True):
+                run = load_from_cli(path, options)
+            run, fr_findings = flight_recorder_evidence(run, path, fr_dir)
+            summary = compute(run)
+            if not summary_only:
+                analysis = full_analysis(run, summary, analyze_options)
+                if fr_findings is not None and fr_findings.num_rows:
+                    analysis.findings_table = pa_concat(analysis.findings_table, fr_findings)
+                store_analysis(cache_dir, key, analysis, summary)
         if summary_only:
             if json_out is not None:
                 write_json(summary, path, json_out, plan)
@@ -316,14 +362,12 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             write_reports(Analysis(run=run, extra_tables=summary.tables(), source=str(path)),
                           {"parquet": parquet_out}, plan, events=parquet_events)
         else:
-            analysis = full_analysis(run, summary, analyze_options)
-            if fr_findings is not None and fr_findings.num_rows:
-                analysis.findings_table = pa_concat(analysis.findings_table, fr_findings)
-            write_reports(analysis, {"json": json_out, "html": html_out,
-                                     "markdown": markdown_out, "junit": junit_out}, plan)
-            # the same result tables as `export --parquet`
-            write_reports(without_summary(analysis), {"parquet": parquet_out}, plan,
-                          events=parquet_events)
+            with progress.stage("reports"):
+                write_reports(analysis, {"json": json_out, "html": html_out,
+                                         "markdown": markdown_out, "junit": junit_out}, plan)
+                # the same result tables as `export --parquet`
+                write_reports(without_summary(analysis), {"parquet": parquet_out}, plan,
+                              events=parquet_events)
     if not summary_only:  # one report: the first summary's tables are in --json only
         click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
     elif tty:

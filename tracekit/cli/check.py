@@ -35,12 +35,24 @@ def analyze_path(path: Path, hardware: str | None = None, rules_files: tuple[Pat
     layout = topo.get("layout")
     topology = topology_from_kwargs(topo)
 
-    return api.analyze(
-        path, api.LoadOptions(cache_dir=cache_dir, on_error=on_error, jobs=jobs),
-        api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hardware_arg(hardware),
-                           topology=topology,
-                           layout=layout),
-    )
+    load = api.LoadOptions(cache_dir=cache_dir, on_error=on_error, jobs=jobs)
+    options = api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hardware_arg(hardware),
+                                 topology=topology, layout=layout)
+    if cache_dir is None:
+        return api.analyze(path, load, options)
+    # the derived cache (tracekit.cache_derived): another threshold re-reads the results
+    from tracekit import cache_derived
+    from tracekit.reports import digest
+
+    key = cache_derived.derived_key(path, load, options, variant="check")
+    hit = cache_derived.read(cache_dir, key) if key is not None else None
+    if hit is not None:
+        return hit.analysis
+    analysis = api.analyze(path, load, options)
+    digest.attach(analysis)
+    if key is not None:
+        cache_derived.write(cache_dir, key, analysis, None)
+    return analysis
 
 
 def read_json_report(path: Path) -> dict[str, Any] | None:

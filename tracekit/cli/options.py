@@ -34,7 +34,8 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--on-error", type=click.Choice(["stop", "skip"]), default="stop",
                      show_default=True, help="Stop at the first bad rank file, or skip it."),
         click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False),
-                     help="Parquet cache of parsed rank files (a changed file is re-read)."),
+                     help="Cache of parsed rank files and of the derived results (docs/cache.md): "
+                          "another report or threshold on the same run skips the analysis."),
         click.option("--jobs", type=click.IntRange(min=1), default=None,
                      help="Processes for parsing rank files (default: the cores)."),
     ]):

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit import api, schema
+from tracekit import api, progress, schema
 from tracekit.measure import a2a, coverage, crossrank, evidence, fit
 from tracekit.measure.bounds import (
     A2A_OPS,
@@ -182,8 +182,9 @@ def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions)
     attributed = schema.conform(attributed, schema.ATTRIBUTED)
     profile = load_profile(options.hardware) if options.hardware is not None else None
     tl = build_timeline(attributed)
-    df = crossrank.match(crossrank.fill_members(crossrank.instance_rows(attributed),
-                                                options.topology))
+    with progress.stage("cross-rank"):
+        df = crossrank.match(crossrank.fill_members(crossrank.instance_rows(attributed),
+                                                    options.topology))
     sized = size_and_bound(df, run, profile)
     fused = (df[schema.KERNEL_CLASS] == KernelClass.FUSED).to_numpy()
     exposed = exposed_ns(tl, df[crossrank.ROW].to_numpy(dtype=np.int64),

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from tracekit import schema as s
 from tracekit.api import Analysis
+from tracekit.reports import digest
 
 # Columns that reports derive (not schema columns): named once here.
 KERNELS = "kernels"  # device kernels per rank
@@ -75,6 +76,15 @@ def ranks(analysis: Analysis) -> list[int]:
             values = table.column(s.RANK).drop_null().unique().to_pylist()
             return sorted(int(v) for v in values)
     return []
+
+
+def n_events(analysis: Analysis) -> int:
+    """How many events were read (from the report digest when EVENTS was not loaded)."""
+    cached = digest.value(analysis, digest.COUNTS, digest.N_EVENTS)
+    if cached is not None:
+        return int(cached)
+    events = analysis.run.events
+    return events.num_rows if events is not None else 0
 
 
 def _phase_order(values: pd.Series) -> pd.Series:
@@ -241,6 +251,9 @@ def findings(analysis: Analysis) -> pd.DataFrame:
 def comm_events(analysis: Analysis) -> pd.DataFrame:
     """Communication events of EVENTS by (op, pg_desc): what a run without analysis shows."""
     cols = [s.OP, s.PG_DESC, s.COUNT, s.IN_BYTES, s.DUR_NS]
+    cached = digest.frame(analysis, digest.COMM_EVENTS)
+    if cached is not None:
+        return cached
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)
@@ -256,6 +269,9 @@ def comm_events(analysis: Analysis) -> pd.DataFrame:
 def events_overview(analysis: Analysis) -> pd.DataFrame:
     """Per rank: events read, the time span covered and the device kernel count."""
     cols = [s.RANK, s.COUNT, KERNELS, SPAN_NS]
+    cached = digest.frame(analysis, digest.OVERVIEW)
+    if cached is not None:
+        return cached
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)

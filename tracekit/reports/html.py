@@ -71,8 +71,9 @@ def _timeline_panel(analysis: Analysis, ranks: list[int], budget: int) -> Panel 
     """Each communication kernel up to ``budget``; past it, the binned busy share per class."""
     from tracekit.reports import html_plots as plots
 
-    tl = pf.timeline(analysis, budget)
-    if tl.total and tl.total <= budget:
+    total = pf.comm_total(analysis)
+    if 0 < total <= budget:
+        tl = pf.timeline(analysis, budget)
         return Panel("timeline", "Communication kernels per rank",
                      parts.legend_keys(tl.frame) +
                      parts.note(f"{tl.total:,} kernels, each drawn; hover one for its "
@@ -82,13 +83,14 @@ def _timeline_panel(analysis: Analysis, ranks: list[int], budget: int) -> Panel 
     if len(occ.frame):
         return Panel("timeline", "Device busy time per rank and kernel class",
                      parts.legend_pairs(agg.CLASS_COLORS, set(occ.frame[agg.s.KERNEL_CLASS])) +
-                     parts.note(f"{occ.kernels:,} device kernels ({tl.total:,} of them "
+                     parts.note(f"{occ.kernels:,} device kernels ({total:,} of them "
                                 f"communication) are more than the {budget:,} drawn one by "
                                 f"one: each bar is a {occ.bin_ms * 1e3:,.0f} µs bin, its "
                                 "stacked heights the share of the bin each kernel class kept "
                                 "the device busy; zoom in with the wheel"),
                      plots.occupancy(occ, ranks))
-    if tl.total:
+    if total:
+        tl = pf.timeline(analysis, budget)
         return Panel("timeline", "Communication kernels per rank",
                      parts.legend_keys(tl.frame) +
                      parts.note(f"the {tl.shown:,} longest of {tl.total:,} kernels "

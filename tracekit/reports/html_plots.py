@@ -104,40 +104,43 @@ def _rank_ticks(ranks: list[int]) -> list[int]:
     return list(ranks[::step])
 
 
+def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: list[int],
+           line_width: float) -> Any:
+    """Rectangles (x0..x1, y0..y1, one colour each) per rank, rank 0 on top, as a plain bokeh
+    figure: holoviews would validate the colour of each of thousands of rectangles one by
+    one, which took most of a big run's report time."""
+    from bokeh.models import ColumnDataSource, HoverTool, Range1d
+    from bokeh.plotting import figure
+
+    fig = figure(width=WIDTH, height=height, tools="xwheel_zoom,xpan,box_zoom,reset,save",
+                 active_scroll="xwheel_zoom", x_axis_label="time since the trace start",
+                 y_axis_label="rank", output_backend="canvas", toolbar_location="above")
+    source = ColumnDataSource({str(c): df[c].to_numpy() for c in df.columns})
+    glyphs = fig.quad(left=pf.X0, right=pf.X1, bottom=pf.Y0, top=pf.Y1, source=source,
+                      fill_color=pf.COLOR, line_color=pf.COLOR, line_width=line_width)
+    fig.add_tools(HoverTool(renderers=[glyphs], tooltips=tips))
+    lo, hi = (min(ranks), max(ranks)) if ranks else (0, 0)
+    fig.y_range = Range1d(hi + 0.5, lo - 0.5)  # inverted: rank 0 at the top
+    fig.yaxis.ticker = _rank_ticks(ranks) or [0]
+    fig.xaxis.formatter = ms_ticks()
+    fig.grid.grid_line_alpha = 0.3
+    fig.name = root_name("timeline")
+    return fig
+
+
 def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
-    df = sampled.frame
-    vdims = [s.RANK, s.NAME, s.OP, s.GROUP, s.PATH, pf.KEY, pf.COLOR, pf.BYTES_TXT, pf.EFF_TXT,
-             pf.WAIT_TXT, pf.DUR_TXT]
-    rects = hv.Rectangles(df, kdims=[pf.X0, pf.Y0, pf.X1, pf.Y1], vdims=vdims)
-    rects = rects.opts(
-        backend="bokeh", color=pf.COLOR, line_color=pf.COLOR, line_width=0.5,
-        tools=["hover"], default_tools=["xwheel_zoom", "xpan", "box_zoom", "reset", "save"],
-        hover_tooltips=tooltips([
-            ("kernel", s.NAME), ("op", s.OP), ("bytes", pf.BYTES_TXT), ("group", s.GROUP),
-            ("path", s.PATH), ("efficiency", pf.EFF_TXT), ("wait", pf.WAIT_TXT),
-            ("duration", pf.DUR_TXT), ("rank", s.RANK)]),
-        width=WIDTH, height=max(260, min(1400, 22 * len(ranks) + 80)), invert_yaxis=True,
-        xlabel="time since the trace start", ylabel="rank", title="",
-        xformatter=ms_ticks(), yticks=_rank_ticks(ranks),
-    )
-    return _render(rects, "timeline")
+    tips = tooltips([
+        ("kernel", s.NAME), ("op", s.OP), ("bytes", pf.BYTES_TXT), ("group", s.GROUP),
+        ("path", s.PATH), ("efficiency", pf.EFF_TXT), ("wait", pf.WAIT_TXT),
+        ("duration", pf.DUR_TXT), ("rank", s.RANK)])
+    return _quads(sampled.frame, tips, max(260, min(1400, 22 * len(ranks) + 80)), ranks, 0.5)
 
 
 def occupancy(occ: Any, ranks: list[int]) -> Any:
     """Per rank, stacked busy share of each kernel class per time bin."""
-    df = occ.frame
-    rects = hv.Rectangles(df, kdims=[pf.X0, pf.Y0, pf.X1, pf.Y1],
-                          vdims=[s.RANK, s.KERNEL_CLASS, pf.COLOR, "share_txt", "bin_txt"])
-    rects = rects.opts(
-        backend="bokeh", color=pf.COLOR, line_color=pf.COLOR, line_width=0.6, tools=["hover"],
-        default_tools=["xwheel_zoom", "xpan", "box_zoom", "reset", "save"],
-        hover_tooltips=tooltips([("rank", s.RANK), ("class", s.KERNEL_CLASS),
-                                 ("busy", "share_txt"), ("time", "bin_txt")]),
-        width=WIDTH, height=max(260, min(1400, 26 * len(ranks) + 80)), invert_yaxis=True,
-        xlabel="time since the trace start", ylabel="rank", title="",
-        xformatter=ms_ticks(), yticks=_rank_ticks(ranks),
-    )
-    return _render(rects, "timeline")
+    tips = tooltips([("rank", s.RANK), ("class", s.KERNEL_CLASS), ("busy", "share_txt"),
+                     ("time", "bin_txt")])
+    return _quads(occ.frame, tips, max(260, min(1400, 26 * len(ranks) + 80)), ranks, 0.6)
 
 
 def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:

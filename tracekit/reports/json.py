@@ -88,7 +88,7 @@ def _run_section(analysis: Analysis) -> dict[str, Any]:
         "world_size": world[-1] if world else None,
         "formats": distinct(s.FORMAT),
         "backends": distinct(s.BACKEND),
-        "events": run.events.num_rows if run.events is not None else 0,
+        "events": frames.n_events(analysis),
         "skipped": [[str(f), str(r)] for f, r in run.skipped],
     }
 

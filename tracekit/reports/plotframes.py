@@ -15,7 +15,7 @@ import pandas as pd
 
 from tracekit import schema as s
 from tracekit.api import Analysis
-from tracekit.reports import fmt, frames
+from tracekit.reports import digest, fmt, frames
 
 TIMELINE_MAX = 10_000  # communication kernels drawn one by one; past it, binned occupancy
 SCATTER_MAX = 10_000  # points in the efficiency scatter
@@ -73,8 +73,19 @@ def _comm_rows(analysis: Analysis) -> pd.DataFrame:
                        s.EFFICIENCY: np.nan, s.WAIT_NS: np.nan})[cols]
 
 
+def comm_total(analysis: Analysis) -> int:
+    """How many kernels :func:`timeline` would draw with no limit (its ``total``), counted
+    without building its frame."""
+    if frames.has_rows(analysis.measured):
+        return analysis.measured.num_rows
+    return len(_comm_rows(analysis))
+
+
 def trace_start_ns(analysis: Analysis) -> int:
     """The first event's start: every time the report shows is relative to it."""
+    cached = digest.value(analysis, digest.COUNTS, digest.START_NS)
+    if cached is not None:
+        return int(cached)
     events = analysis.run.events
     if not frames.has_rows(events):
         return 0

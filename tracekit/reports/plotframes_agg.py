@@ -21,7 +21,7 @@ import pandas as pd
 
 from tracekit import schema as s
 from tracekit.api import Analysis
-from tracekit.reports import fmt, frames
+from tracekit.reports import digest, fmt, frames
 from tracekit.reports import plotframes as pf
 
 OCCUPANCY_BINS = 600  # time bins per rank when the timeline aggregates
@@ -71,6 +71,11 @@ def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
     The shares of a bin are stacked in the rank's row (y from rank - 0.4 to rank + 0.4); a
     bin where streams overlap is scaled so its stack fills the row at most.
     """
+    cached = digest.frame(analysis, digest.OCCUPANCY)
+    if cached is not None and bins == OCCUPANCY_BINS:
+        meta = analysis.run.extra[digest.OCCUPANCY_META]
+        return Occupancy(cached, int(meta.column(digest.KERNELS)[0].as_py()),
+                         float(meta.column(digest.BIN_MS)[0].as_py()))
     df = _kernels(analysis)
     empty = pd.DataFrame(columns=[pf.X0, pf.X1, pf.Y0, pf.Y1, s.RANK, s.KERNEL_CLASS,
                                   pf.COLOR, SHARE_TXT, BIN_TXT])

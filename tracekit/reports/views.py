@@ -73,7 +73,7 @@ def summary(analysis: Analysis) -> list[tuple[str, str]]:
     phases = frames.phase_totals(analysis)
     totals = frames.run_totals(phases)
     ranks = frames.ranks(analysis)
-    n_events = analysis.run.events.num_rows if analysis.run.events is not None else 0
+    n_events = frames.n_events(analysis)
     lines = [
         ("ranks", f"{len(ranks)}" + (f" ({ranks[0]}..{ranks[-1]})" if ranks else "")),
         ("events", fmt.count(n_events)),

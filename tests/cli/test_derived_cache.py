@@ -1,0 +1,233 @@
+"""`tracekit analyze --cache-dir`: the derived results are cached (tracekit.cache_derived).
+
+A second analysis of the same run with the same rules, hardware and options reads the result
+tables from the cache and runs neither the parser nor the attribution and measure stages
+(counted here by wrapping them); anything the results depend on misses; a corrupt or foreign
+entry is recomputed; the reports are byte-identical hit or miss, and to a run without a cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tracekit.api as api
+import tracekit.cli.analyze as cli_analyze
+from tracekit import cache_derived
+from tracekit.cli import main
+
+RUN = "tp4_full_tp"
+
+
+@pytest.fixture()
+def run_dir(sample_traces: Path, tmp_path: Path) -> Path:
+    src = sample_traces / RUN
+    if not src.is_dir():
+        pytest.skip(f"{src} is absent")
+    dst = tmp_path / "run"
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.fixture()
+def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often the parse and the analysis stages ran (wrapped, still doing their work)."""
+    counts = {"parse": 0, "analyze": 0}
+
+    def counted(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return func(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(cli_analyze, "load_from_cli", counted("parse", cli_analyze.load_from_cli))
+    monkeypatch.setattr(api, "analyze_run", counted("analyze", api.analyze_run))
+    return counts
+
+
+def analyze(capsys: pytest.CaptureFixture[str], *args: str | Path) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", *(str(a) for a in args)])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, err
+    return out
+
+
+def entries(cache: Path) -> list[Path]:
+    folder = cache / cache_derived.SUBDIR
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+def test_second_run_hits_and_reports_are_identical(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    calls: dict[str, int], caplog: pytest.LogCaptureFixture,
+) -> None:
+    # GIVEN a run analysed once without a cache (the reference reports)
+    cache = tmp_path / "cache"
+    plain = analyze(capsys, run_dir, "--hardware", "h200", "--json", tmp_path / "plain.json",
+                    "--markdown", tmp_path / "plain.md")
+    assert calls == {"parse": 1, "analyze": 1}
+    listing = sorted(p.name for p in run_dir.rglob("*"))
+    # WHEN it is analysed twice with --cache-dir
+    first = analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
+                    "--json", tmp_path / "a.json", "--markdown", tmp_path / "a.md")
+    assert calls == {"parse": 2, "analyze": 2}
+    with caplog.at_level(logging.INFO, logger="tracekit.cache"):
+        second = analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
+                         "--json", tmp_path / "b.json", "--markdown", tmp_path / "b.md")
+    # THEN the second run neither parsed nor analysed: it read the one cached entry
+    assert calls == {"parse": 2, "analyze": 2}
+    assert any("derived cache hit" in r.getMessage() for r in caplog.records)
+    assert len(entries(cache)) == 1
+    # AND every report and the terminal text are the same, hit, miss or no cache at all
+    for name in ("json", "md"):
+        ref = (tmp_path / f"plain.{name}").read_bytes()
+        assert (tmp_path / f"a.{name}").read_bytes() == ref
+        assert (tmp_path / f"b.{name}").read_bytes() == ref
+    assert first == second == plain
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["run"]["events"] > 0  # the event count comes back without EVENTS
+    # AND nothing was written into the input folder
+    assert sorted(p.name for p in run_dir.rglob("*")) == listing
+
+
+def test_another_report_of_the_same_run_is_a_hit(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
+) -> None:
+    cache = tmp_path / "cache"
+    analyze(capsys, run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json")
+    analyze(capsys, run_dir, "--cache-dir", cache, "--junit", tmp_path / "a.xml")
+    assert calls["analyze"] == 1
+    assert (tmp_path / "a.xml").read_text().startswith("<?xml")
+
+
+@pytest.mark.parametrize("change", ["rules", "hardware", "hardware_file", "option", "input"])
+def test_what_the_results_depend_on_misses(
+    change: str, run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    calls: dict[str, int], h200_yaml: str,
+) -> None:
+    # GIVEN a user rule file, a hardware file and an analysis cached with them
+    cache = tmp_path / "cache"
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\nname: mine\npaths: []\n")
+    hw = tmp_path / "hw.yaml"
+    hw.write_text(h200_yaml)
+    base = [run_dir, "--cache-dir", cache, "--rules", rules, "--json", tmp_path / "a.json"]
+    analyze(capsys, *base, "--hardware", hw)
+    analyze(capsys, *base, "--hardware", hw)
+    assert calls["analyze"] == 1
+    # WHEN one thing the results depend on changes
+    extra: list[str | Path] = ["--hardware", hw]
+    if change == "rules":
+        rules.write_text("version: 1\nname: mine-too\npaths: []\n")
+    elif change == "hardware":
+        extra = ["--hardware", "a100"]
+    elif change == "hardware_file":
+        hw.write_text(h200_yaml + "# edited: the content, not the name, is keyed\n")
+    elif change == "option":
+        extra += ["--on-error", "skip"]
+    else:
+        trace = sorted(run_dir.glob("*.trace.json.gz"))[0]
+        trace.write_bytes(trace.read_bytes())  # same bytes, a new modification time
+    analyze(capsys, *base, *extra)
+    # THEN the analysis runs again, into a second entry
+    assert calls["analyze"] == 2
+    assert len(entries(cache)) == 2
+
+
+@pytest.fixture()
+def h200_yaml() -> str:
+    from importlib import resources
+
+    return (resources.files("tracekit.measure") / "data" / "h200.yaml").read_text()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated_meta", "foreign", "missing_table"])
+def test_a_corrupt_or_foreign_entry_is_recomputed(
+    damage: str, run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    calls: dict[str, int],
+) -> None:
+    cache = tmp_path / "cache"
+    args = [run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json"]
+    analyze(capsys, *args)
+    ref = (tmp_path / "a.json").read_bytes()
+    (entry,) = entries(cache)
+    meta = entry / cache_derived.META
+    if damage == "garbage":
+        (entry / "measured.parquet").write_bytes(b"not parquet at all")
+    elif damage == "truncated_meta":
+        meta.write_text(meta.read_text()[:20])
+    elif damage == "foreign":
+        data = json.loads(meta.read_text())
+        data["key"] = "0" * 32
+        meta.write_text(json.dumps(data))
+    else:
+        (entry / "phases.parquet").unlink()
+    # WHEN the damaged entry is read: a miss, recomputed with no traceback, the same report
+    analyze(capsys, *args)
+    assert calls["analyze"] == 2
+    assert (tmp_path / "a.json").read_bytes() == ref
+    # AND the entry was replaced: the next run hits
+    analyze(capsys, *args)
+    assert calls["analyze"] == 2
+
+
+def test_summary_only_and_parquet_still_read_events(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
+) -> None:
+    cache = tmp_path / "cache"
+    analyze(capsys, run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json")
+    # --parquet writes EVENTS: the parse (from the parse cache) runs, the analysis does not
+    analyze(capsys, run_dir, "--cache-dir", cache, "--parquet", tmp_path / "e.parquet")
+    assert calls == {"parse": 2, "analyze": 1}
+    import pyarrow.parquet as pq
+
+    assert pq.read_metadata(tmp_path / "e.parquet").num_rows > 0
+    analyze(capsys, run_dir, "--cache-dir", cache, "--summary-only")
+    assert calls == {"parse": 3, "analyze": 1}
+
+
+def test_check_with_another_threshold_reads_the_cache(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN `tracekit check` of a run with a cache folder, counting the analyses
+    ran = []
+    real = api.analyze
+    monkeypatch.setattr(api, "analyze", lambda *a, **k: ran.append(1) or real(*a, **k))
+    cache = tmp_path / "cache"
+
+    def check(*more: str) -> bytes:
+        out = tmp_path / "check.json"
+        with pytest.raises(SystemExit):
+            main(["check", str(run_dir), "--cache-dir", str(cache), "--json", str(out), *more])
+        capsys.readouterr()
+        return out.read_bytes()
+
+    first = check("--max-exposed-comm", "90")
+    # WHEN it is checked again with other thresholds THEN the analysis is not run again
+    again = check("--max-exposed-comm", "90")
+    check("--min-efficiency", "0.5")
+    assert len(ran) == 1
+    assert again == first
+    # AND an `analyze` of the same run keeps its own entry (its Analysis holds the summary)
+    analyze(capsys, run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json")
+    assert len(entries(cache)) == 2
+
+
+def test_no_derived_entry_inside_the_input_folder(
+    run_dir: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
+) -> None:
+    # GIVEN a cache folder inside the run folder (allowed for the parse cache)
+    cache = run_dir / "cache"
+    analyze(capsys, run_dir, "--cache-dir", cache)
+    analyze(capsys, run_dir, "--cache-dir", cache)
+    # THEN no derived entry was written there and each analysis ran
+    assert entries(cache) == []
+    assert calls["analyze"] == 2
