@@ -74,19 +74,24 @@ from tracekit.cli import analyze as cli
 from tracekit.measure import crossrank
 
 times = {}
+cpu = {}
 rss = {}
+c0 = [time.process_time()]
 def mark(name, t):
     times[name] = times.get(name, 0.0) + time.perf_counter() - t
+    cpu[name] = time.process_time() - c0[0]
+    c0[0] = time.process_time()
     rss[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-cross = [0.0]
+cross = [0.0, 0.0]
 def timed(fn):
     def wrapper(*a, **k):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         try:
             return fn(*a, **k)
         finally:
             cross[0] += time.perf_counter() - t
+            cross[1] += time.process_time() - c
     return wrapper
 for name in ("instance_rows", "fill_members", "match", "stragglers", "straggler_findings"):
     setattr(crossrank, name, timed(getattr(crossrank, name)))
@@ -108,12 +113,13 @@ analysis = api.measure(run, attributed, opts)
 analysis.findings = api._concat_findings(findings, analysis.findings)
 analysis.tables.update(summary.tables())
 mark("measure", t)
-times["crossrank"] = cross[0]
+times["crossrank"], cpu["crossrank"] = cross
 times["measure"] -= cross[0]
+cpu["measure"] -= cross[1]
 t = time.perf_counter()
 cli.write_reports(analysis, {"json": out / "report.json", "html": out / "report.html"})
 mark("reports", t)
-print(json.dumps({"times": times, "rss": rss, "events": run.events.num_rows}))
+print(json.dumps({"times": times, "cpu": cpu, "rss": rss, "events": run.events.num_rows}))
 """
 
 
@@ -179,10 +185,12 @@ def stages(src: Path, jobs: int) -> dict[str, float]:
         env=dict(os.environ)), "times")
     times: dict[str, float] = m.result["times"]
     rss: dict[str, int] = m.result["rss"]
+    cpu: dict[str, float] = m.result["cpu"]
     print(f"per-stage breakdown (one process, {m.result['events']:,} events; peak RSS of the "
           f"whole tree {fmt_gb(m.tree_peak_bytes)}):")
     for name in ("parse", "summary", "attribute", "measure", "crossrank", "reports"):
-        after = f"; this process's peak RSS after it {fmt_gb(rss[name])}" if name in rss else ""
+        after = (f" ({cpu[name]:.2f} s CPU of this process); its peak RSS after it "
+                 f"{fmt_gb(rss[name])}" if name in rss else f" ({cpu[name]:.2f} s CPU)")
         print(f"  {name:10s} {times[name]:7.2f} s{after}")
     analysis_s = sum(v for k, v in times.items() if k != "parse")
     ok = analysis_s <= times["parse"]
