@@ -109,7 +109,7 @@ def attribute_events(run: api.Run, rules: RuleSet, topo: Topology | None, *,
 def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
                     topo: Topology | None, run: api.Run, cross_rank: bool) -> pd.DataFrame:
     cls = rule_column(krule, rules, "cls")
-    comm = frame[cls.isin(COMM_CLASSES).to_numpy()].copy()
+    comm = frame[cls.isin(COMM_CLASSES).to_numpy()]  # a new frame (copy-on-write)
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
                       (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
