@@ -12,6 +12,8 @@ import venv
 from pathlib import Path
 
 HTA_VERSION = "0.5.0"
+# HTA 0.5 fails to load traces with pandas 3 (its frames lose the "cat" column)
+PANDAS_PIN = "pandas<3"
 WORK = Path(__file__).resolve().parent / "_work"
 VENV = WORK / "hta-venv"
 
@@ -24,7 +26,7 @@ def hta_python() -> Path:
     if not py.exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
     subprocess.run([str(py), "-m", "pip", "install", "-q",
-                    f"holistictraceanalysis=={HTA_VERSION}"], check=True)
+                    f"holistictraceanalysis=={HTA_VERSION}", PANDAS_PIN], check=True)
     if not _installed(py):
         sys.exit(f"holistictraceanalysis {HTA_VERSION} did not install into {VENV}")
     return py
@@ -33,6 +35,6 @@ def hta_python() -> Path:
 def _installed(py: Path) -> bool:
     probe = subprocess.run(
         [str(py), "-c", "import importlib.metadata as m, hta;"
-         "print(m.version('holistictraceanalysis'))"],
+         "print(m.version('holistictraceanalysis'), m.version('pandas').split('.')[0])"],
         capture_output=True, text=True)
-    return probe.returncode == 0 and probe.stdout.strip() == HTA_VERSION
+    return probe.returncode == 0 and probe.stdout.split() == [HTA_VERSION, "2"]

@@ -64,7 +64,8 @@ def _decode(col: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def frame(table: pa.Table) -> pd.DataFrame:
     """pandas frame with dictionary columns decoded to plain strings (no categoricals)."""
-    return pa.table({c: _decode(table.column(c)) for c in table.column_names}).to_pandas()
+    decoded = pa.table({c: _decode(table.column(c)) for c in table.column_names})
+    return decoded.combine_chunks().to_pandas()  # one chunk: see rules.tables.to_pandas
 
 
 _META = (

@@ -111,7 +111,7 @@ def attribute_events(run: api.Run, rules: RuleSet, topo: Topology | None, *,
 def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
                     topo: Topology | None, run: api.Run, cross_rank: bool) -> pd.DataFrame:
     cls = rule_column(krule, rules, "cls")
-    comm = frame[cls.isin(COMM_CLASSES).to_numpy()].copy()
+    comm = frame[cls.isin(COMM_CLASSES).to_numpy()]  # a new frame (copy-on-write)
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
                       (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
@@ -191,7 +191,8 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     inst = comm[F.INSTANCE].astype(bool)
     comm[F.UNIT] = (has_gloo & is_wrapper) | (inst & ~comm[F.ROW].isin(linked_targets))
     # issue order: a kernel counts from its launch (streams overlap on the device)
-    comm[F.ORDER_TS] = host_times(frame, comm.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
+    lane = comm[[c for c in (S.RANK, S.CORRELATION, S.KIND) if c in comm]]  # narrow copy
+    comm[F.ORDER_TS] = host_times(frame, lane.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
     ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP], _group_sizes(comm, topo))
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
@@ -199,9 +200,14 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     comm[F.PATH_RULE] = None
     comm = comm.drop(columns=[S.PATH, F.PATH_RULE]).join(rule_paths(comm, rules, topo))
 
-    units = comm[comm[F.UNIT]].sort_values([S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
-    units = units.assign(**{F.STEP: steps(frame, units)})
-    first = units.drop_duplicates(S.LOGICAL_ID).copy()
+    # the units in issue order, then the first unit of each logical collective: ordered on
+    # the few columns that decide it, the wide frame is taken once
+    units = comm.loc[comm[F.UNIT], [S.RANK, F.ORDER_TS, S.TS_NS, S.LOGICAL_ID]].sort_values(
+        [S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
+    unit_steps = steps(frame, units)
+    lead = ~units[S.LOGICAL_ID].duplicated().to_numpy()
+    first = comm.loc[units.index[lead]].copy()
+    first[F.STEP] = unit_steps.to_numpy()[lead]
     token_cols = first[[F.LOGICAL_OP, S.GROUP, S.NAME, S.CALL_SITE]].astype("object")
     token_cols = token_cols.where(token_cols.notna(), None)  # NaN != NaN would break periods
     first[F.TOKEN] = list(token_cols.itertuples(index=False, name=None))
@@ -228,7 +234,8 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     first[S.LAYER] = _only_model_layers(first, rules)
     per_logical = first.set_index(S.LOGICAL_ID)
     known = comm[S.LOGICAL_ID].notna()
-    borrowed = per_logical[per_logical[F.GROUP_RULE] == "layer.signature"]
+    borrowed = per_logical.loc[(per_logical[F.GROUP_RULE] == "layer.signature").to_numpy(),
+                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON]]
     take = known & comm[S.LOGICAL_ID].isin(borrowed.index)
     for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if take.any() else ():
         comm.loc[take, col] = comm.loc[take, S.LOGICAL_ID].map(borrowed[col])
@@ -255,7 +262,8 @@ _ORDER_FACTS = [S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.STEP]
 def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
     """CPU wrappers of device collectives take the order facts of their kernel: the kernel's
     External id is the record_param_comms op's; the other wrappers nest with that op."""
-    units = comm[comm[F.UNIT] & comm[S.EXTERNAL_ID].notna()]
+    units = comm.loc[comm[F.UNIT] & comm[S.EXTERNAL_ID].notna(),
+                     [S.RANK, S.EXTERNAL_ID, *_ORDER_FACTS]]
     if not units.empty:
         by_ext = units.drop_duplicates([S.RANK, S.EXTERNAL_ID]).set_index([S.RANK, S.EXTERNAL_ID])
         need = comm[comm[S.LOGICAL_ID].isna() & comm[S.EXTERNAL_ID].notna()]

@@ -34,11 +34,15 @@ def launchers(frame: pd.DataFrame, comm: pd.DataFrame) -> pd.Series:
     """For every communication row: the comm index of the CPU op that launched it, or -1."""
     out = pd.Series(-1, index=comm.index, dtype=np.int64)
     kinds = comm[S.KIND].astype("object")
-    device = comm[(kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()]
-    host = comm[kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
-                & _op(comm).notna() & ~comm[F.INSTANCE].astype(bool)]
-    runtime = frame[(frame[S.KIND].astype("object") == S.Kind.RUNTIME)
-                    & frame[S.CORRELATION].notna()]
+    # only the columns read below are filtered (the frames are wide)
+    device = comm.loc[((kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()).to_numpy(),
+                      [S.RANK, S.CORRELATION]]
+    host = comm.loc[(kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
+                     & _op(comm).notna() & ~comm[F.INSTANCE].astype(bool)).to_numpy(),
+                    [*_LANE, S.TS_NS, S.DUR_NS]]
+    runtime = frame.loc[((frame[S.KIND].astype("object") == S.Kind.RUNTIME)
+                         & frame[S.CORRELATION].notna()).to_numpy(),
+                        [S.RANK, S.CORRELATION, S.PID, S.TID, S.TS_NS]]
     if device.empty or host.empty or runtime.empty:
         return out
     launch = runtime.drop_duplicates([S.RANK, S.CORRELATION]).set_index(

@@ -37,7 +37,10 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     grouped kernels do not), a call site for CPU ops, and as many ops as the group has ranks
     (one per root) when the group size is known.
     """
-    units = comm[comm[F.UNIT]].sort_values([S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
+    cols = [S.RANK, F.ORDER_TS, S.TS_NS, S.TID, S.CALL_SITE, F.KRULE, S.PG_NAME, S.PG_DESC,
+            S.KIND, F.ROW, S.OP]  # only what is read: the frame is wide
+    units = comm.loc[comm[F.UNIT], cols].sort_values([S.RANK, F.ORDER_TS, S.TS_NS],
+                                                      kind="stable")
     thread = units[S.TID].fillna(-1).astype(np.int64)
     call = units[S.CALL_SITE].astype("object").fillna("")
     rule = units[F.KRULE]
@@ -89,14 +92,17 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     out = units[F.ORDER_TS].copy()
     if S.CORRELATION not in events or S.CORRELATION not in units:
         return out
-    runtime = events[(events[S.KIND].astype("object") == S.Kind.RUNTIME)
-                     & events[S.CORRELATION].notna()]
+    # only the columns read below are filtered (the frames are wide)
+    runtime = events.loc[((events[S.KIND].astype("object") == S.Kind.RUNTIME)
+                          & events[S.CORRELATION].notna()).to_numpy(),
+                         [S.RANK, S.CORRELATION, S.TS_NS]]
     if runtime.empty:
         return out
     launch = runtime.drop_duplicates([S.RANK, S.CORRELATION]).set_index(
         [S.RANK, S.CORRELATION])[S.TS_NS]
-    device = units[units[S.CORRELATION].notna()
-                   & (units[S.KIND].astype("object") == S.Kind.KERNEL)]
+    device = units.loc[(units[S.CORRELATION].notna()
+                        & (units[S.KIND].astype("object") == S.Kind.KERNEL)).to_numpy(),
+                       [S.RANK, S.CORRELATION]]
     keys = pd.MultiIndex.from_frame(device[[S.RANK, S.CORRELATION]])
     found = pd.Series(launch.reindex(keys).to_numpy(), index=device.index).reindex(out.index)
     return out.where(found.isna(), found).astype(np.int64)
@@ -104,7 +110,8 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
 
 def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     """Step index of each unit (NaN outside every step marker)."""
-    annotations = events[events[S.KIND].astype("object") == S.Kind.ANNOTATION]
+    annotations = events.loc[(events[S.KIND].astype("object") == S.Kind.ANNOTATION).to_numpy(),
+                             [S.RANK, S.TS_NS, S.DUR_NS, S.NAME]]
     names = annotations[S.NAME].astype("object").fillna("").astype(str)
     codes, distinct = pd.factorize(names)
     hits = pd.Series(distinct).str.contains(STEP_MARKER).to_numpy(dtype=bool)

@@ -289,7 +289,8 @@ def collective_units(comm: pd.DataFrame) -> pa.Table:
     """COLLECTIVE_UNITS of the engine's frame: one row per (rank, logical collective), all the
     lints read. Units of different ranks never interact before the lints, so the tables of
     ranks attributed apart concatenate into the table of the ranks attributed together."""
-    units = _units(comm)
+    keep = [c for c in (*(col for col, _ in _UNIT_COLUMNS), F.UNIT) if c in comm]
+    units = _units(comm[keep])  # only the columns kept: the frame is wide
     if units.empty:
         return S.empty(S.COLLECTIVE_UNITS)
     table = pa.table({

@@ -26,4 +26,6 @@ def to_pandas(table: pa.Table, columns: Sequence[str] | None = None) -> pd.DataF
     """``table`` (or the named columns present in it) as a pandas DataFrame."""
     if columns is not None:
         table = table.select([c for c in columns if c in table.column_names])
-    return decoded(table).to_pandas()
+    # one chunk per column: pandas' Arrow-backed strings take (filter, reindex) from a
+    # chunked array by concatenating its chunks on every call
+    return decoded(table).combine_chunks().to_pandas()
