@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # the CPU wheel torch==2.13.0 in the same install, so no range can pull a CUDA build. /opt/wheels holds it.
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: setup demo test lint typecheck browser sample-traces bench bench-scale accuracy clean
+.PHONY: setup demo test golden lint typecheck browser sample-traces bench bench-scale accuracy clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ demo: setup
 test: setup browser
 	$(BIN)/ruff check tracekit tests benchmarks
 	$(BIN)/python -m pytest
+
+# Rewrite the golden files (tests/golden/expected) from the current code; review the diff
+# (docs/golden.md).
+golden: setup
+	$(BIN)/python -m tests.golden.regen
 
 lint: setup
 	$(BIN)/ruff check tracekit tests benchmarks
