@@ -30,9 +30,12 @@ browser:
 demo: setup
 	$(BIN)/python -m tracekit.demo
 
+# The suite on every core (pytest-xdist): tests of a module with a module-scoped fixture stay on
+# one worker (tests/conftest.py), so the fixture is built once. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= auto
 test: setup browser
 	$(BIN)/ruff check tracekit tests benchmarks
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # Rewrite the golden files (tests/golden/expected) from the current code; review the diff
 # (docs/golden.md).
