@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml setup.py $(NATIVE) | cks
 # the CPU wheel torch==2.13.0 in the same install, so no range can pull a CUDA build. /opt/wheels holds it.
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: setup demo test lint typecheck browser sample-traces bench bench-scale accuracy clean
+.PHONY: setup demo test golden lint typecheck browser sample-traces bench bench-scale accuracy clean
 
 $(STAMP): pyproject.toml setup.py $(NATIVE)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,9 +33,17 @@ browser:
 demo: setup
 	$(BIN)/python -m tracekit.demo
 
+# The suite on every core (pytest-xdist): tests of a module with a module-scoped fixture stay on
+# one worker (tests/conftest.py), so the fixture is built once. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= auto
 test: setup browser
 	$(BIN)/ruff check tracekit tests benchmarks
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
+# Rewrite the golden files (tests/golden/expected) from the current code; review the diff
+# (docs/golden.md).
+golden: setup
+	$(BIN)/python -m tests.golden.regen
 
 lint: setup
 	$(BIN)/ruff check tracekit tests benchmarks

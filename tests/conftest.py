@@ -40,3 +40,18 @@ def sample_traces() -> Path:
     if not any(SAMPLE_TRACES.glob("*/manifest.json")):
         pytest.skip("sample_traces/ has no scenarios yet (make sample-traces)")
     return SAMPLE_TRACES
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist ``--dist loadgroup`` (``make test``), the tests of a module that
+    defines a module-scoped fixture run on one worker, so that the fixture (a captured run, a
+    Dask cluster, an analysed reference trace) is built once rather than once per worker."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        module = item.nodeid.split("::", 1)[0]
+        for defs in info.name2fixturedefs.values():
+            if any(d.scope == "module" and d.baseid == module for d in defs):
+                item.add_marker(pytest.mark.xdist_group(module))
+                break

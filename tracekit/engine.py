@@ -39,9 +39,11 @@ ENGINES = ("local", "dask")
 
 # Below this many input bytes (the files on disk, as given in ``sizes``) a local map runs in
 # this process unless ``jobs`` was asked for: starting a pool and importing pyarrow and the
-# parser in each worker (about 1.5 s) costs more than parsing that much. Measured with
-# benchmarks/engine_inline.py; the figures are in docs/api.md. The same limit as the Ascend
-# reader's PARALLEL_MIN_BYTES.
+# parser in each worker costs more than parsing that much. Measured with
+# benchmarks/engine_inline.py (docs/performance.md): on 2 shared cores `tracekit analyze`
+# in-process beat a 2-process pool at every size tried, 0.5 to 35.8 MB of gzip on disk
+# (8 ranks, up to 128 MB of JSON), by 8.5 to 12.8 s. The same limit as the Ascend reader's
+# PARALLEL_MIN_BYTES.
 INLINE_MAX_BYTES = 64 << 20
 
 

@@ -15,6 +15,11 @@ from typing import Any
 from tracekit.engine import _Call, _progress, default_jobs, unwrap
 from tracekit.errors import ConfigError
 
+# How long Client(scheduler) keeps retrying an address before it gives up (seconds). Dask's own
+# default is 30 s; a scheduler that is up answers in milliseconds, so this only bounds the wait
+# on a wrong or dead address. The ``connect_timeout`` argument overrides it per call.
+CONNECT_TIMEOUT_S = 20.0
+
 
 def _import_distributed() -> Any:
     try:
@@ -28,13 +33,17 @@ def _import_distributed() -> Any:
 
 @contextlib.contextmanager
 def client_for(
-    jobs: int | None = None, scheduler: str | None = None, *, processes: bool = True
+    jobs: int | None = None, scheduler: str | None = None, *, processes: bool = True,
+    connect_timeout: float | None = None,
 ) -> Iterator[Any]:
-    """A connected ``distributed.Client``: to ``scheduler``, or to a fresh LocalCluster."""
+    """A connected ``distributed.Client``: to ``scheduler`` (giving up after
+    ``connect_timeout`` seconds, default :data:`CONNECT_TIMEOUT_S`), or to a fresh
+    LocalCluster."""
     distributed = _import_distributed()
     if scheduler:
+        wait = CONNECT_TIMEOUT_S if connect_timeout is None else connect_timeout
         try:
-            client = distributed.Client(scheduler, timeout="20s")
+            client = distributed.Client(scheduler, timeout=f"{wait}s")
         except (OSError, TimeoutError) as exc:
             raise ConfigError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from exc
         try:
@@ -72,11 +81,12 @@ def map_dask(
     processes: bool = True,
     client: Any = None,
     weights: Sequence[int] | None = None,
+    connect_timeout: float | None = None,
 ) -> list[Any]:
     """``[func(x) for x in items]`` as Dask tasks, in input order.
 
     Pass ``client`` to reuse a connected client (tests, repeated calls); otherwise one is made
-    with :func:`client_for` and closed afterwards.
+    with :func:`client_for` (``connect_timeout``: see there) and closed afterwards.
     """
     items = list(items)
     if not items:
@@ -84,7 +94,8 @@ def map_dask(
     steps = list(weights) if weights is not None else [1] * len(items)
     if client is not None:
         return _run(client, func, items, progress, label, steps)
-    with client_for(jobs, scheduler, processes=processes) as own:
+    with client_for(jobs, scheduler, processes=processes,
+                    connect_timeout=connect_timeout) as own:
         return _run(own, func, items, progress, label, steps)
 
 

@@ -121,10 +121,36 @@ def test_engine_dask_option_starts_and_closes_its_own_cluster() -> None:
     assert map_per_rank(operator.neg, [3, 1, 2], engine="dask", jobs=2) == [-3, -1, -2]
 
 
-def test_unreachable_scheduler_is_a_config_error() -> None:
+def test_unreachable_scheduler_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("distributed")
+    from tracekit import engine_dask
+
+    # GIVEN a closed port, and the connect wait cut from its 20 s default (the error is the
+    # same whatever the wait) WHEN the engine is pointed at it THEN a one-line ConfigError
+    monkeypatch.setattr(engine_dask, "CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(ConfigError, match="cannot reach the Dask scheduler"):
         map_per_rank(operator.neg, [1, 2], engine="dask", scheduler="tcp://127.0.0.1:9")
+
+
+def test_connect_timeout_is_passed_to_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    distributed = pytest.importorskip("distributed")
+    from tracekit.engine_dask import client_for
+
+    # GIVEN a Client that records its timeout and refuses
+    seen: list[object] = []
+
+    def refuse(address: str, timeout: object = None, **_: object) -> None:
+        seen.append(timeout)
+        raise OSError("refused")
+
+    monkeypatch.setattr(distributed, "Client", refuse)
+    # WHEN connecting with the default and with an explicit wait
+    for wait in (None, 0.5):
+        with pytest.raises(ConfigError), client_for(scheduler="tcp://127.0.0.1:9",
+                                                    connect_timeout=wait):
+            pass
+    # THEN the default is 20 s and the argument replaces it
+    assert seen == ["20.0s", "0.5s"]
 
 
 def test_existing_cluster_by_scheduler_address(dask_client) -> None:

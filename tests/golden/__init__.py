@@ -1,0 +1,1 @@
+"""Golden files: tiny runs through every stage against tests/golden/expected/ (docs/golden.md)."""
