@@ -39,7 +39,26 @@ def main(argv: list[str]) -> int:
         for name, text in files.items():
             (folder / name).write_text(text)
         print(f"{case.name}: {len(files)} files in {folder.relative_to(TESTS.parent)}")
+    if not names:
+        json_report()
     return 0
+
+
+def json_report() -> None:
+    """tests/outputs/golden/tp4_full_tp.h200.json (tests/outputs/test_golden_report.py): the
+    JSON report of the smallest sample, the packaged profile's path written as TRACEKIT/."""
+    import subprocess
+
+    root = TESTS.parent
+    target = TESTS / "outputs" / "golden" / "tp4_full_tp.h200.json"
+    with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
+        out = Path(tmp) / "report.json"
+        subprocess.run([sys.executable, "-m", "tracekit", "analyze",
+                        str(root / "sample_traces" / "tp4_full_tp"), "--hardware", "h200",
+                        "--json", str(out)], check=True, cwd=root, capture_output=True)
+        text = out.read_text().replace(f'"{root}/tracekit/', '"TRACEKIT/')
+    target.write_text(text)
+    print(f"json report: {target.relative_to(root)}")
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ def table_csv(table: pa.Table, scratch: str, columns: list[str] | None = None) -
 
 
 def _stage_table(analysis: api.Analysis, stage: str) -> pa.Table:
-    table = analysis.run.events if stage == "events" else getattr(analysis, stage)
+    table = analysis.run.events if stage == "events" else analysis.tables.get(stage)
     return table if table is not None else pa.table({})
 
 

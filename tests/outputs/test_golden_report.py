@@ -3,7 +3,7 @@ issue-17 speed work (attribution and measurement rewritten for speed must not ch
 
 The golden file is `tracekit analyze sample_traces/tp4_full_tp --hardware h200 --json` from the
 commit before that work, with the packaged hardware profile's path written as ``TRACEKIT/``.
-A change that is meant to change the report regenerates it:
+A change that is meant to change the report regenerates it with `make golden`, which runs:
 
     python -m tracekit analyze sample_traces/tp4_full_tp --hardware h200 --json OUT.json
     sed "s#\"$PWD/tracekit/#\"TRACEKIT/#" OUT.json > tests/outputs/golden/tp4_full_tp.h200.json
