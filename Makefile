@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # the stamp is keyed on everything the install builds from: the package metadata and the
 # native reader's C sources (an editable install compiles them in place; a change rebuilds)
-NATIVE := $(wildcard tracekit/parsers/native/*.c tracekit/parsers/native/*.h)
+NATIVE := $(wildcard tracekit/parsers/kineto/native/*.c tracekit/parsers/kineto/native/*.h)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml setup.py $(NATIVE) | cksum | cut -d' ' -f1)
 # The capture extra asks for torch>=2.1 (a user keeps their own CUDA build); here torch is pinned to
 # the CPU wheel torch==2.13.0 in the same install, so no range can pull a CUDA build. /opt/wheels holds it.
@@ -66,4 +66,4 @@ accuracy: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
-	rm -f tracekit/parsers/native/_accum*.so
+	rm -f tracekit/parsers/kineto/native/_accum*.so

@@ -1,4 +1,4 @@
-"""The compiled part of tracekit: the native Kineto accumulator (tracekit/parsers/native).
+"""The compiled part of tracekit: the native Kineto accumulator (tracekit/parsers/kineto/native).
 
 Everything else is declared in pyproject.toml. The extension is optional: where no C
 compiler is found the install still succeeds, and tracekit reads Kineto files with msgspec
@@ -7,12 +7,12 @@ compiler is found the install still succeeds, and tracekit reads Kineto files wi
 
 from setuptools import Extension, setup
 
-NATIVE = "tracekit/parsers/native"
+NATIVE = "tracekit/parsers/kineto/native"
 
 setup(
     ext_modules=[
         Extension(
-            "tracekit.parsers.native._accum",
+            "tracekit.parsers.kineto.native._accum",
             sources=[f"{NATIVE}/accum.c"],
             depends=[f"{NATIVE}/tk_json.h", f"{NATIVE}/tk_keys.h", f"{NATIVE}/tk_dict.h"],
             include_dirs=[NATIVE],

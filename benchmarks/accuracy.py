@@ -38,7 +38,7 @@ from tracekit.rules.engine import attribute_run, resolve_topology
 from tracekit.rules.loader import load_rules
 from tracekit.rules.tables import to_pandas
 from tracekit.topology import Topology
-from tracekit.topology_config import config_from_file
+from tracekit.topology.config import config_from_file
 
 CANDIDATES = re.compile(r"candidates ([A-Z_, ]+) \(")
 OPEN_CANDIDATES = "(or a subgroup"

@@ -1,14 +1,16 @@
-"""Many ranks on one small machine: the partitioned per-rank pipeline (tracekit.scale).
+"""Many ranks on one small machine: the partitioned per-rank pipeline
+(tracekit.pipeline.partitioned).
 
     python benchmarks/scale.py [--ranks 64] [--rank-mb 50] [--small-ranks 1024] [--jobs N]
                                [--skip-dask] [--skip-small] [--no-attribute] [--keep]
 
 1. ``tracekit synth`` writes RANKS ranks of about RANK_MB MB of JSON each (seed 0: TP64 with
    DP-attention 8 and EP64, eager steps, 4 layers) and SMALL_RANKS tiny ranks (TP1024).
-2. ``tracekit.scale.analyze_partitioned`` runs in a fresh process on the local engine (JOBS
-   processes) and then on a Dask ``LocalCluster`` of JOBS workers; each run prints its wall
-   time, CPU time, the peak RSS of the whole process tree, and a digest of its cross-rank
-   tables (MEASURED, STRAGGLERS, FINDINGS, TIME_CLASSES): the two digests must be equal.
+2. ``tracekit.pipeline.partitioned.analyze_partitioned`` runs in a fresh process on the local
+   engine (JOBS processes) and then on a Dask ``LocalCluster`` of JOBS workers; each run
+   prints its wall time, CPU time, the peak RSS of the whole process tree, and a digest of its
+   cross-rank tables (MEASURED, STRAGGLERS, FINDINGS, TIME_CLASSES): the two digests must be
+   equal.
 3. The small ranks show the per-rank overhead: (CPU seconds of the whole tree) / ranks.
 
 Targets (issue 8): peak RSS <= 2 GB for the 64-rank run, Dask identical to local, per-rank
@@ -42,7 +44,7 @@ import hashlib, json, statistics, sys, time
 from pathlib import Path
 import pyarrow as pa
 from tracekit.api import LoadOptions
-from tracekit.scale import analyze_partitioned
+from tracekit.pipeline.partitioned import analyze_partitioned
 src, out, engine, jobs, attribute = sys.argv[1:6]
 t = time.perf_counter()
 res = analyze_partitioned(src, out, load=LoadOptions(jobs=int(jobs), engine=engine),
@@ -106,7 +108,7 @@ def compare_outputs(a: Path, b: Path, world: int) -> tuple[bool, bool]:
     import pyarrow.parquet as pq
 
     from tracekit.api import AnalyzeOptions
-    from tracekit.scale import PARTS, cross_rank, part_path
+    from tracekit.pipeline.partitioned import PARTS, cross_rank, part_path
 
     ranks = list(range(world))
     parts = all(

@@ -215,7 +215,7 @@ def analyze_simple(path: str | Path, *, hardware: str | Path | None = None,
     ``layout``: the parallel config of `tracekit analyze` (``config``, ``tp``, ``dp``, ``ep``,
     ``enable_dp_attention``, ...); none given: inferred from the trace's process groups.
     """
-    from tracekit.topology_config import topology_from_options
+    from tracekit.topology.config import topology_from_options
 
     hw: str | Path | None = hardware
     if isinstance(hardware, str) and Path(hardware).is_file():

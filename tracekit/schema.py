@@ -755,7 +755,7 @@ LOGICAL_OP = "logical_op"
 
 # One row per collective unit of a rank after attribution (the collective as the rank issued
 # it: the wrapper on gloo, else the instance): what the lints read. The partitioned pipeline
-# (tracekit.scale) writes it per rank so that lints run once over all ranks.
+# (tracekit.pipeline.partitioned) writes it per rank so that lints run once over all ranks.
 COLLECTIVE_UNITS = pa.schema(
     [
         _f(RANK, pa.int32(), "global rank", nullable=False),

@@ -1,4 +1,4 @@
-"""`tracekit analyze --cache-dir`: the derived results are cached (tracekit.cache_derived).
+"""`tracekit analyze --cache-dir`: the derived results are cached (tracekit.pipeline.cache).
 
 A second analysis of the same run with the same rules, hardware and options reads the result
 tables from the cache and runs neither the parser nor the attribution and measure stages
@@ -19,8 +19,8 @@ import pytest
 
 import tracekit.api as api
 import tracekit.cli.analyze as cli_analyze
-from tracekit import cache_derived
 from tracekit.cli import main
+from tracekit.pipeline import cache as cache_derived
 
 RUN = "tp4_full_tp"
 
@@ -78,7 +78,7 @@ def test_second_run_hits_and_reports_are_identical(
     first = analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
                     "--json", tmp_path / "a.json", "--markdown", tmp_path / "a.md")
     assert calls == {"parse": 2, "analyze": 2}
-    with caplog.at_level(logging.INFO, logger="tracekit.cache"):
+    with caplog.at_level(logging.INFO, logger="tracekit.parsers.cache"):
         second = analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
                          "--json", tmp_path / "b.json", "--markdown", tmp_path / "b.md")
     # THEN the second run neither parsed nor analysed: it read the one cached entry

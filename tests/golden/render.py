@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from tracekit import api, reports
 from tracekit import schema as S
-from tracekit.topology_config import topology_from_options
+from tracekit.topology.config import topology_from_options
 
 from .cases import Case
 

@@ -213,7 +213,7 @@ def test_sample_traces_full_pipeline(sample_traces: Path) -> None:
     the files' timestamps, the sidecar's op, and S equal to the sidecar's bytes (nccl-tests
     S; for v-collectives S >= any rank's bytes)."""
     from tracekit.topology import Topology
-    from tracekit.topology_config import config_from_mapping
+    from tracekit.topology.config import config_from_mapping
 
     for scenario in _scenarios(sample_traces):
         manifest = json.loads((scenario / "manifest.json").read_text())

@@ -161,7 +161,7 @@ def test_cli_prints_one_line_and_exits_2(
 def test_any_cut_or_mistyped_field_is_a_bad_input(tmp_path: Path) -> None:
     """B.7 robustness: every prefix of a trace_view.json and every wrongly typed field either
     loads or raises BadInputError, never another exception."""
-    from tracekit.parsers.ascend_trace_view import read_trace_view
+    from tracekit.parsers.ascend.trace_view import read_trace_view
 
     # GIVEN a small generated trace_view.json
     truth = mk.write_export(tmp_path / "src", world=1, moe="fuseep", export="text")

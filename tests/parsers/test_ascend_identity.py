@@ -174,8 +174,8 @@ def test_lone_2023_rank_ops_of_other_communicators_never_share_an_instance(
 def test_seq_widens_only_where_a_communicator_spans_iterations(tmp_path: Path) -> None:
     """B.4: names end in ``_<index>_<iteration>``; an index that restarts in a later
     iteration must not repeat a (pg_name, op, seq) key."""
-    from tracekit.parsers.ascend_hccl import split_op_names
-    from tracekit.parsers.ascend_ops import sequence_numbers
+    from tracekit.parsers.ascend.hccl import split_op_names
+    from tracekit.parsers.ascend.ops import sequence_numbers
 
     # GIVEN one communicator seen in two iterations and one in a single iteration
     names = pa.array(["hcom_allReduce__586_0_1", "hcom_allReduce__586_0_2",

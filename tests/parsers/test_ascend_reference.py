@@ -21,9 +21,9 @@ import pytest
 from tracekit import api
 from tracekit import schema as S
 from tracekit.parsers import ascend
-from tracekit.parsers.ascend_hccl import double_hash
-from tracekit.parsers.ascend_meta import read_rank_meta
-from tracekit.parsers.ascend_ops import comm_columns
+from tracekit.parsers.ascend.hccl import double_hash
+from tracekit.parsers.ascend.meta import read_rank_meta
+from tracekit.parsers.ascend.ops import comm_columns
 
 OP_RE = re.compile(r"^(hcom_[A-Za-z]+_)(?:AicpuKernel)?_(\d+)_(\d+)(?:_(\d+))?$")
 DB_COMM = "90.91.105.46%enp189s0f0_60000_0_1736410538306028"

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from tracekit.parsers.ascend_hccl import double_hash, dtype_bytes, op_of_type, split_op_names
-from tracekit.parsers.ascend_io import ms_to_ns, text_to_ns
+from tracekit.parsers.ascend.hccl import double_hash, dtype_bytes, op_of_type, split_op_names
+from tracekit.parsers.ascend.io import ms_to_ns, text_to_ns
 from tracekit.schema import Op
 
 

@@ -9,19 +9,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tracekit.parsers import kineto_nest
-from tracekit.parsers.kineto_codes import encode_codes, masked
-from tracekit.parsers.kineto_columns import _row_key
-from tracekit.parsers.kineto_nest import (
+from tracekit.parsers.kineto import nest as kineto_nest
+from tracekit.parsers.kineto.codes import encode_codes, masked
+from tracekit.parsers.kineto.columns import _row_key
+from tracekit.parsers.kineto.nest import (
     FirstIndex,
     dict_mask,
     filled_ints,
     ints_at,
     valid_mask,
 )
-from tracekit.parsers.kineto_ops import ShapeOps
-from tracekit.parsers.kineto_spread import Holders, spread, spread_fast
-from tracekit.parsers.kineto_stack import _distinct, _enclosing, _parents, frame_order
+from tracekit.parsers.kineto.ops import ShapeOps
+from tracekit.parsers.kineto.spread import Holders, spread, spread_fast
+from tracekit.parsers.kineto.stack import _distinct, _enclosing, _parents, frame_order
 
 SEEDS = range(40)
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import tracekit.parsers as parsers
-from tracekit.parsers import ascend, ascend_rank
+from tracekit.parsers import ascend
+from tracekit.parsers.ascend import rank as ascend_rank
 
 _EVENT = {"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 10.5,
           "dur": 2.0}

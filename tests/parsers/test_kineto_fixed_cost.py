@@ -10,11 +10,11 @@ import pyarrow as pa
 import pytest
 
 from tracekit import schema as S
-from tracekit.parsers import kineto_nest
-from tracekit.parsers.kineto_codes import conform
-from tracekit.parsers.kineto_comm import parse_int_list
-from tracekit.parsers.kineto_parse import _meta
-from tracekit.parsers.kineto_spread import spread_fast, spread_small
+from tracekit.parsers.kineto import nest as kineto_nest
+from tracekit.parsers.kineto.codes import conform
+from tracekit.parsers.kineto.comm import parse_int_list
+from tracekit.parsers.kineto.parse import _meta
+from tracekit.parsers.kineto.spread import spread_fast, spread_small
 
 
 def test_conform_equals_the_schema_conform() -> None:

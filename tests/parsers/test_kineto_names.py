@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.parsers.kineto_comm import nelems, op_from_collective, op_from_name, parse_int_list
+from tracekit.parsers.kineto.comm import nelems, op_from_collective, op_from_name, parse_int_list
 from tracekit.parsers.names import rank_from_name, sglang_coords
 
 

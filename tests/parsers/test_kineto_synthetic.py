@@ -11,8 +11,9 @@ import pyarrow.compute as pc
 import pytest
 
 from tracekit import schema as S
-from tracekit.parsers import kineto_pool, kineto_read
 from tracekit.parsers.kineto import load_kineto_file
+from tracekit.parsers.kineto import pool as kineto_pool
+from tracekit.parsers.kineto import read as kineto_read
 
 
 def write_trace(path: Path, events: list[dict[str, Any]], *, compact: bool = False,

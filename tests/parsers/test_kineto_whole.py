@@ -14,12 +14,14 @@ import pytest
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
-from tracekit.parsers import kineto_parse, kineto_read, kineto_whole
-from tracekit.parsers import native as kineto_native
 from tracekit.parsers.kineto import load_kineto_file
-from tracekit.parsers.kineto_decode import RAW_IDX
-from tracekit.parsers.kineto_parse import _meta
-from tracekit.parsers.kineto_whole import read_whole
+from tracekit.parsers.kineto import native as kineto_native
+from tracekit.parsers.kineto import parse as kineto_parse
+from tracekit.parsers.kineto import read as kineto_read
+from tracekit.parsers.kineto import whole as kineto_whole
+from tracekit.parsers.kineto.decode import RAW_IDX
+from tracekit.parsers.kineto.parse import _meta
+from tracekit.parsers.kineto.whole import read_whole
 
 pytestmark = pytest.mark.skipif(
     kineto_native.accumulator() is None,

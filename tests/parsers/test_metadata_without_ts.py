@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from tracekit import schema as S
-from tracekit.parsers import kineto_native, kineto_parse
+from tracekit.parsers import kineto_native
 from tracekit.parsers.kineto import load_kineto_file
-from tracekit.parsers.kineto_parse import _meta
-from tracekit.parsers.kineto_whole import read_whole
+from tracekit.parsers.kineto import parse as kineto_parse
+from tracekit.parsers.kineto.parse import _meta
+from tracekit.parsers.kineto.whole import read_whole
 
 DIST = {"backend": "nccl", "rank": 0, "world_size": 1}
 

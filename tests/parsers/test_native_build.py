@@ -84,7 +84,7 @@ def test_the_wheel_holds_the_extension_and_reads_natively_without_a_compiler(
     assert not wheel.name.endswith("-none-any.whl"), wheel.name
     names = zipfile.ZipFile(wheel).namelist()
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    assert f"tracekit/parsers/native/_accum{suffix}" in names, names
+    assert f"tracekit/parsers/kineto/native/_accum{suffix}" in names, names
     # AND a fresh venv (its dependencies from this interpreter's site-packages, added as a
     # plain path: no editable tracekit there) installs it
     venv = tmp_path / "venv"

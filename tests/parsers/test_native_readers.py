@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from tracekit import schema as S
-from tracekit.parsers import native as kineto_native
-from tracekit.parsers.kineto_accum import Accumulator
-from tracekit.parsers.kineto_wrap import timed_table
+from tracekit.parsers.kineto import native as kineto_native
+from tracekit.parsers.kineto.accum import Accumulator
+from tracekit.parsers.kineto.wrap import timed_table
 
 LIB = kineto_native.accumulator()
 pytestmark = pytest.mark.skipif(
@@ -174,8 +174,8 @@ EVERY_TOKEN = event("4458002142713.822", dur="25.200", pid="100000", tid="-7",
 _GUARD_CHILD = """
 import ctypes, mmap, sys
 import numpy as np
-from tracekit.parsers import native as kineto_native
-from tracekit.parsers.kineto_accum import Accumulator
+from tracekit.parsers.kineto import native as kineto_native
+from tracekit.parsers.kineto.accum import Accumulator
 lib = kineto_native.accumulator()
 page = mmap.PAGESIZE
 m = mmap.mmap(-1, 2 * page)

@@ -24,9 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracekit.errors import BadInputError
-from tracekit.parsers import kineto_parse, kineto_read
-from tracekit.parsers import native as kineto_native
 from tracekit.parsers.kineto import load_kineto_file
+from tracekit.parsers.kineto import native as kineto_native
+from tracekit.parsers.kineto import parse as kineto_parse
+from tracekit.parsers.kineto import read as kineto_read
 
 pytestmark = pytest.mark.skipif(
     kineto_native.accumulator() is None,

@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracekit.errors import BadInputError, ConfigError, TracekitError
-from tracekit.parsers.ascend_io import load_json, text_to_ns
-from tracekit.parsers.ascend_kernels import read_kernel_details
-from tracekit.parsers.ascend_meta import parse_group_info
-from tracekit.parsers.ascend_trace_view import read_trace_view
+from tracekit.parsers.ascend.io import load_json, text_to_ns
+from tracekit.parsers.ascend.kernels import read_kernel_details
+from tracekit.parsers.ascend.meta import parse_group_info
+from tracekit.parsers.ascend.trace_view import read_trace_view
 from tracekit.parsers.kineto import load_kineto_file
 
 FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
@@ -113,7 +113,7 @@ def _options_readers() -> list[Callable[[Path], Any]]:
     from tracekit.measure.hardware import read_profile
     from tracekit.reports.json import read as read_report
     from tracekit.rules.loader import load_file
-    from tracekit.topology_config import config_from_file
+    from tracekit.topology.config import config_from_file
 
     return [read_profile, config_from_file, load_file, read_report]
 
@@ -192,7 +192,7 @@ DB_VALUES = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.floats(all
 @given(values=st.lists(st.tuples(*[DB_VALUES] * 7), max_size=3))
 def test_ascend_db_of_any_cell_types(folder: Path,
                                      values: list[tuple[Any, ...]]) -> None:
-    from tracekit.parsers.ascend_db import read_db
+    from tracekit.parsers.ascend.db import read_db
 
     p = folder / "ascend_pytorch_profiler_0.db"
     p.unlink(missing_ok=True)

@@ -3,7 +3,7 @@ agreement tests (test_reader_agreement.py: EXAMPLES hypothesis-generated documen
 bounds its time, a few minutes; and the hand-written edge cases of test_native_readers.py)
 without a report.
 
-The extension is compiled from tracekit/parsers/native/accum.c into a temporary folder with
+The extension is compiled from tracekit/parsers/kineto/native/accum.c into a temporary folder with
 ``-fsanitize=address,undefined``, and loaded there through ``TRACEKIT_NATIVE_LIB`` in a child
 pytest whose process has libasan preloaded (Python itself is not built with ASan). Skips when
 the compiler lacks sanitizer support.
@@ -83,7 +83,7 @@ def test_the_sanitized_reader_agrees_with_msgspec_without_a_report(tmp_path: Pat
     assert done.returncode == 0, report
     # AND the sanitized build was the one loaded (not the regular extension)
     probe = subprocess.run(
-        [sys.executable, "-c", "from tracekit.parsers import native; "
+        [sys.executable, "-c", "from tracekit.parsers.kineto import native; "
          "print(native._module().__file__)"],
         cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=120)
     assert probe.stdout.strip() == str(lib), probe.stdout + probe.stderr

@@ -222,7 +222,7 @@ def test_generic_dispatch_and_combine_kernel_names_are_not_pplx() -> None:
 
 def test_the_parser_reads_nccl_kernel_ops_from_the_packaged_rules() -> None:
     # GIVEN the NCCL kernel rules as the rule set validates them
-    from tracekit.parsers.kineto_comm import _nccl_kernel_rules
+    from tracekit.parsers.kineto.comm import _nccl_kernel_rules
 
     nccl = [(r.match, r.op or S.Op.OTHER) for r in packaged_rules().kernel_classes
             if r.library == "nccl" and (not r.kinds or Kind.KERNEL in r.kinds)]

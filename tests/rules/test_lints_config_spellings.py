@@ -10,7 +10,7 @@ import pytest
 from tracekit import api
 from tracekit import schema as S
 from tracekit.synth import ModelShape, SynthConfig, synth_run
-from tracekit.topology_config import topology_from_options
+from tracekit.topology.config import topology_from_options
 
 SHAPE = ModelShape(hidden=256, tokens=8, extend_tokens=32, layers=2)
 
@@ -38,7 +38,7 @@ def test_config_value_the_lint_does_not_know_is_not_checked() -> None:
     # GIVEN a config whose combine switch has a spelling the lint does not know
     from tracekit.rules.lints import expected_paths
     from tracekit.topology import Topology
-    from tracekit.topology_config import config_from_mapping
+    from tracekit.topology.config import config_from_mapping
 
     cfg = config_from_mapping({"tp_size": 4, "dp_size": 2, "enable_dp_attention": True,
                                "combine": "something-new", "dp_gather": "sum_len"})

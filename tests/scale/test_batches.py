@@ -1,6 +1,7 @@
 """Batched per-rank tasks: a rank's partition does not depend on the batch it fell in.
 
-Small rank files are taken through the pipeline several at a time (tracekit.scale.plan_batches);
+Small rank files are taken through the pipeline several at a time
+(tracekit.pipeline.partitioned.plan_batches);
 each rank must still be attributed as if alone (its own topology, no other rank's evidence) and
 numbered from its own start.
 """
@@ -15,8 +16,14 @@ import pytest
 from tracekit import schema as S
 from tracekit.api import AnalyzeOptions, LoadOptions
 from tracekit.parsers import load_run
+from tracekit.pipeline.partitioned import (
+    PARTS,
+    analyze_partitioned,
+    json_bytes,
+    part_path,
+    plan_batches,
+)
 from tracekit.rules.engine import attribute_run
-from tracekit.scale import PARTS, analyze_partitioned, json_bytes, part_path, plan_batches
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 

@@ -89,14 +89,14 @@ def test_ctrl_c_stops_the_workers() -> None:
 @pytest.fixture(scope="module")
 def dask_client():
     pytest.importorskip("distributed")
-    from tracekit.engine_dask import client_for
+    from tracekit.engine.dask import client_for
 
     with client_for(2) as client:
         yield client
 
 
 def test_dask_cluster_gives_local_results(dask_client) -> None:
-    from tracekit.engine_dask import map_dask
+    from tracekit.engine.dask import map_dask
 
     # GIVEN a 2-worker LocalCluster WHEN the same function is mapped THEN same list as local
     items = list(range(17))
@@ -106,7 +106,7 @@ def test_dask_cluster_gives_local_results(dask_client) -> None:
 
 
 def test_dask_worker_bad_input_error_reaches_caller(dask_client, tmp_path: Path) -> None:
-    from tracekit.engine_dask import map_dask
+    from tracekit.engine.dask import map_dask
 
     files = _bad_and_good(tmp_path)
     with pytest.raises(BadInputError) as err:
@@ -123,7 +123,7 @@ def test_engine_dask_option_starts_and_closes_its_own_cluster() -> None:
 
 def test_unreachable_scheduler_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("distributed")
-    from tracekit import engine_dask
+    from tracekit.engine import dask as engine_dask
 
     # GIVEN a closed port, and the connect wait cut from its 20 s default (the error is the
     # same whatever the wait) WHEN the engine is pointed at it THEN a one-line ConfigError
@@ -134,7 +134,7 @@ def test_unreachable_scheduler_is_a_config_error(monkeypatch: pytest.MonkeyPatch
 
 def test_connect_timeout_is_passed_to_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
     distributed = pytest.importorskip("distributed")
-    from tracekit.engine_dask import client_for
+    from tracekit.engine.dask import client_for
 
     # GIVEN a Client that records its timeout and refuses
     seen: list[object] = []

@@ -1,4 +1,5 @@
-"""tracekit.scale: per-rank Parquet partitions, cross-rank from the comm subset, engines agree.
+"""tracekit.pipeline.partitioned: per-rank Parquet partitions, cross-rank from the comm subset,
+engines agree.
 
 The Dask test runs a real ``distributed.LocalCluster`` of 2 worker processes.
 """
@@ -17,7 +18,13 @@ from tracekit.errors import BadInputError
 from tracekit.measure import crossrank
 from tracekit.measure.run import size_and_bound
 from tracekit.parsers import load_run
-from tracekit.scale import PARTS, analyze_partitioned, load_partitioned, part_path, unattributed
+from tracekit.pipeline.partitioned import (
+    PARTS,
+    analyze_partitioned,
+    load_partitioned,
+    part_path,
+    unattributed,
+)
 from tracekit.synth import ModelShape, SynthConfig, synth_run
 from tracekit.synth.config import trace_name
 

@@ -16,7 +16,7 @@ from tracekit.cli import cli
 from tracekit.errors import ConfigError
 from tracekit.rules.loader import load_rules
 from tracekit.schema import Group
-from tracekit.topology_config import (
+from tracekit.topology.config import (
     config_from_file,
     infer_topology,
     topology_from_options,

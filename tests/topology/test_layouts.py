@@ -21,7 +21,7 @@ from tracekit import schema as S
 from tracekit.errors import ConfigError
 from tracekit.schema import Group
 from tracekit.topology import ParallelConfig, Topology
-from tracekit.topology_layouts import NAMES, megatron_rank_groups
+from tracekit.topology.layouts import NAMES, megatron_rank_groups
 
 
 def groups_varying(sizes: dict[str, int], rank_of, axes: tuple[str, ...]) -> set[tuple[int, ...]]:

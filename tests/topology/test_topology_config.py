@@ -12,7 +12,7 @@ from tracekit import schema as S
 from tracekit.errors import ConfigError
 from tracekit.rules.loader import load_rules
 from tracekit.schema import Group
-from tracekit.topology_config import (
+from tracekit.topology.config import (
     config_from_file,
     config_from_mapping,
     infer_topology,

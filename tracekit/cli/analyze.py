@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tracekit.api import Analysis, AnalyzeOptions, LoadOptions, Run
-    from tracekit.cache_derived import Hit
     from tracekit.io import Outputs
+    from tracekit.pipeline.cache import Hit
     from tracekit.summary import Summary
 
 
@@ -179,7 +179,8 @@ def cached_analysis(path: Path, load: LoadOptions, options: AnalyzeOptions,
     """(the derived cache's hit or None, the key to store a fresh analysis under or None)."""
     if load.cache_dir is None or summary_only:
         return None, None
-    from tracekit import cache_derived, progress
+    from tracekit import progress
+    from tracekit.pipeline import cache as cache_derived
 
     key = cache_derived.derived_key(path, load, options, () if fr_dir is None else (fr_dir,))
     if key is None:
@@ -196,7 +197,7 @@ def store_analysis(cache_dir: Path | None, key: str | None, analysis: Analysis,
                    summary: Summary) -> None:
     if cache_dir is None or key is None:
         return
-    from tracekit import cache_derived
+    from tracekit.pipeline import cache as cache_derived
 
     cache_derived.write(cache_dir, key, analysis, summary)
 
@@ -211,12 +212,13 @@ def report_text(analysis: Analysis, color: bool, verbose: bool = False) -> str:
 
 def partitioned_analysis(path: Path, out: Path, load: LoadOptions,
                          options: AnalyzeOptions) -> Analysis:
-    """The per-rank pipeline into a Parquet dataset partitioned by rank (tracekit.scale), then
+    """The per-rank pipeline into a Parquet dataset partitioned by rank
+    (tracekit.pipeline.partitioned), then
     the cross-rank steps on the communication subset; memory stays about one rank per worker.
     The Analysis holds the cross-rank results, not the events."""
     from tracekit import schema as S
     from tracekit.api import Analysis, Run
-    from tracekit.scale import analyze_partitioned, read_part
+    from tracekit.pipeline.partitioned import analyze_partitioned, read_part
 
     res = analyze_partitioned(path, out, load=load, options=options)
     run = Run(events=S.empty(S.EVENTS),

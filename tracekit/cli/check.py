@@ -40,8 +40,8 @@ def analyze_path(path: Path, hardware: str | None = None, rules_files: tuple[Pat
                                  topology=topology, layout=layout)
     if cache_dir is None:
         return api.analyze(path, load, options)
-    # the derived cache (tracekit.cache_derived): another threshold re-reads the results
-    from tracekit import cache_derived
+    # the derived cache (tracekit.pipeline.cache): another threshold re-reads the results
+    from tracekit.pipeline import cache as cache_derived
     from tracekit.reports import digest
 
     key = cache_derived.derived_key(path, load, options, variant="check")

@@ -22,7 +22,7 @@ FC = TypeVar("FC", bound=Callable[..., Any])
 TOPOLOGY_KWARGS = ("config", "tp", "dp", "enable_dp_attention", "attn_cp", "ep", "moe_dp", "pp",
                    "nnodes", "devices_per_node", "npu", "layout", "etp",
                    "enable_expert_parallel")
-LAYOUT_CHOICES = ("sglang", "vllm", "megatron")  # tracekit.topology_layouts.NAMES (lazy import)
+LAYOUT_CHOICES = ("sglang", "vllm", "megatron")  # tracekit.topology.layouts.NAMES (lazy import)
 
 
 def topology_options(func: FC) -> FC:
@@ -66,7 +66,7 @@ def topology_options(func: FC) -> FC:
 
 def topology_from_kwargs(kwargs: dict[str, Any]) -> Topology | None:
     """Pop the topology options from a click kwargs dict and build the Topology (or None)."""
-    from tracekit.topology_config import topology_from_options
+    from tracekit.topology.config import topology_from_options
 
     picked = {k: kwargs.pop(k, None) for k in TOPOLOGY_KWARGS}
     topo = topology_from_options(**picked)
@@ -93,7 +93,7 @@ def note(text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="coordinates and groups as JSON")
 def command(trace: Path | None, rank: int | None, as_json: bool, **kwargs: Any) -> None:
     """Rank coordinates (the layout's grids) and every group's members."""
-    from tracekit.topology_render import rank_line, render
+    from tracekit.topology.render import rank_line, render
 
     layout = kwargs.get("layout")
     topo = topology_from_kwargs(kwargs)

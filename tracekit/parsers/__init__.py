@@ -25,7 +25,7 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 IGNORED_NAMES = ("manifest.json",)
 IGNORED_PATTERNS = ("*sidecar*.json", "*sidecar*.json.gz", "*fr_trace*.json", "*.fr_groups.json")
 _SNIFF_BYTES = 1 << 20
-# tracekit.parsers.ascend_rank.OUTPUT, spelled here so that the check below imports nothing
+# tracekit.parsers.ascend.rank.OUTPUT, spelled here so that the check below imports nothing
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
 
@@ -63,7 +63,7 @@ def _is_trace_name(path: Path) -> bool:
 def sniff_kineto(path: Path) -> bool | None:
     """True: a Kineto trace; False: some other JSON (a sidecar, a config); None: unreadable
     or not JSON (a broken trace, when its name says trace)."""
-    from tracekit.parsers.kineto_read import open_trace, read_block
+    from tracekit.parsers.kineto.read import open_trace, read_block
 
     try:
         with open_trace(path) as stream:
@@ -156,7 +156,7 @@ def load_rank_item(
     item: tuple[str, int | None, str | None, int],
 ) -> RankTables | tuple[str, str]:
     """Worker: one rank file -> RankTables, or (file, reason) when it is bad input."""
-    from tracekit.cache import cached_rank
+    from tracekit.parsers.cache import cached_rank
 
     path, forced, cache_dir, jobs = item
     try:

@@ -5,7 +5,7 @@ per-event tables, only aggregates: the per-rank event overview, the communicatio
 (op, pg_desc), the event count and first start, and the binned kernel occupancy of the HTML
 timeline. :func:`attach` computes those once, after the analysis, into ``Run.extra`` under
 ``report:*`` keys; the report functions return them from there when present, so a report
-built from the derived cache (tracekit.cache_derived), where EVENTS is not even read, is the
+built from the derived cache (tracekit.pipeline.cache), where EVENTS is not even read, is the
 same as one built straight after the analysis.
 """
 

@@ -39,7 +39,7 @@ def _read(path: Path) -> list[dict[str, object]]:
 
 def file_flows(path: Path, rank: int) -> pd.DataFrame:
     """The flow events of one trace file as rows of COLUMNS (empty when none)."""
-    from tracekit.parsers.kineto_decode import exact_ns
+    from tracekit.parsers.kineto.decode import exact_ns
 
     raw = pd.DataFrame.from_records(_read(path), columns=list(KEYS))
     flows = raw[raw[PH].isin(FLOW_PHASES) & raw["ts"].notna()].reset_index(drop=True)

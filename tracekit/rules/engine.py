@@ -69,7 +69,7 @@ _NEEDED = (
 
 def resolve_topology(run: api.Run, options: api.AnalyzeOptions, rules: RuleSet) -> Topology | None:
     """The topology given in the options, else the one the trace's process groups imply."""
-    from tracekit.topology_config import infer_topology
+    from tracekit.topology.config import infer_topology
 
     if isinstance(options.topology, Topology):
         return options.topology

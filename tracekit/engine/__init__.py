@@ -1,0 +1,235 @@
+"""Run one picklable function over many items (typically rank files) on a chosen engine.
+
+``map_per_rank`` is the only entry point the rest of tracekit uses for per-rank parallelism:
+
+* ``engine="local"``: a ``multiprocessing`` pool of ``jobs`` processes (default: the cores this
+  process may use). One item, ``jobs == 1``, or (without an explicit ``jobs``) items whose
+  ``sizes`` add up to less than :data:`INLINE_MAX_BYTES` run inline with no process start-up
+  cost. Workers come from a forkserver and never import the caller's ``__main__`` module, so a
+  plain script without an ``if __name__ == "__main__":`` guard, ``python -c`` and notebooks
+  all work (see :func:`_main_hidden`).
+* ``engine="dask"``: a ``distributed.LocalCluster`` with ``jobs`` workers, or an existing cluster
+  at ``scheduler`` (``tcp://HOST:PORT``); see :mod:`tracekit.engine.dask`. Dask is imported only
+  then.
+
+Both return the results in input order. A :class:`~tracekit.errors.TracekitError` raised in a
+worker reaches the caller with its original class, message and path (so that the CLI still prints
+one line); Ctrl-C in the caller stops the workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing as mp
+import os
+import signal
+import sys
+import types
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tracekit.errors import ConfigError, TracekitError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+ENGINES = ("local", "dask")
+
+# Below this many input bytes (the files on disk, as given in ``sizes``) a local map runs in
+# this process unless ``jobs`` was asked for: starting a pool and importing pyarrow and the
+# parser in each worker costs more than parsing that much. Measured with
+# benchmarks/engine_inline.py (docs/performance.md): on 2 shared cores `tracekit analyze`
+# in-process beat a 2-process pool at every size tried, 0.5 to 35.8 MB of gzip on disk
+# (8 ranks, up to 128 MB of JSON), by 8.5 to 12.8 s. The same limit as the Ascend reader's
+# PARALLEL_MIN_BYTES.
+INLINE_MAX_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A TracekitError captured in a worker, carried back as plain data (always picklable)."""
+
+    module: str
+    qualname: str
+    message: str
+    path: str | None
+
+    def rebuild(self) -> TracekitError:
+        cls: type[TracekitError] = TracekitError
+        with contextlib.suppress(Exception):
+            found = getattr(importlib.import_module(self.module), self.qualname)
+            if isinstance(found, type) and issubclass(found, TracekitError):
+                cls = found
+        try:
+            return cls(self.message, self.path)
+        except TypeError:  # a subclass with another constructor
+            return TracekitError(self.message, self.path)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A picklable callable wrapping ``func``: TracekitErrors come back as :class:`_Failure`."""
+
+    func: Callable[[Any], Any]
+
+    def __call__(self, item: Any) -> Any:
+        try:
+            return self.func(item)
+        except TracekitError as exc:
+            return _Failure(type(exc).__module__, type(exc).__qualname__, exc.message, exc.path)
+
+
+def unwrap(result: Any) -> Any:
+    """Raise the TracekitError a worker captured, or return its result unchanged."""
+    if isinstance(result, _Failure):
+        raise result.rebuild()
+    return result
+
+
+def default_jobs() -> int:
+    """The number of CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def map_per_rank(
+    func: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    engine: str = "local",
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+    label: str = "parse",
+    weights: Sequence[int] | None = None,
+    sizes: Sequence[int] | None = None,
+) -> list[R]:
+    """``[func(x) for x in items]`` on the chosen engine, in input order.
+
+    ``func`` must be a picklable top-level function of an importable module (or a
+    ``functools.partial`` of one): workers do not import the caller's ``__main__``.
+    ``weights``: how far each item moves the progress bar (the files of a batch), default 1.
+    ``sizes``: the bytes each item reads; with ``jobs`` unset, a local map of fewer than
+    :data:`INLINE_MAX_BYTES` in all runs inline.
+    """
+    items = list(items)
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"jobs must be at least 1, got {jobs}")
+    if scheduler is not None and engine != "dask":
+        raise ConfigError("--scheduler needs --engine dask")
+    if engine == "dask":
+        from tracekit.engine.dask import map_dask
+
+        return map_dask(
+            func, items, jobs=jobs, scheduler=scheduler, progress=progress, label=label,
+            weights=weights,
+        )
+    n_jobs = min(jobs or default_jobs(), len(items)) if items else 1
+    if jobs is None and sizes is not None and sum(sizes) < INLINE_MAX_BYTES:
+        n_jobs = 1
+    steps = list(weights) if weights is not None else [1] * len(items)
+    with _progress(sum(steps), label, progress) as advance:
+        if n_jobs <= 1:
+            out: list[R] = []
+            for item, step in zip(items, steps, strict=True):
+                out.append(func(item))
+                advance(step)
+            return out
+        return _map_pool(func, items, n_jobs, lambda i: advance(steps[i]))
+
+
+def _ignore_sigint() -> None:
+    # Workers leave Ctrl-C to the parent, which terminates them; no traceback per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _context() -> mp.context.BaseContext:
+    # forkserver: workers fork from a clean single-threaded server, so threads of the caller
+    # (Arrow's pools, a Dask client, a progress bar) cannot leave locks held in a child; it
+    # costs about 0.3 s once per process, against 0.05 s for fork and 0.45 s for spawn.
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["tracekit.engine"])
+        return ctx
+    return mp.get_context()
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """While workers start, ``sys.modules["__main__"]`` is a bare module.
+
+    multiprocessing's spawn and forkserver children re-run the parent's main script (as
+    ``__mp_main__``) so that functions defined there unpickle. tracekit's worker functions live
+    in tracekit's own modules, so that re-run is not needed, and in a script without an
+    ``if __name__ == "__main__":`` guard it would start the analysis again in every worker
+    (a hang, or a storm of "bootstrapping phase" errors). With a bare module in its place the
+    children's preparation data names no main script. Only the ``sys.modules`` entry is
+    swapped, for the time the pool takes to start its workers; the script's own module
+    object is not touched.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or not (getattr(main, "__file__", None) or getattr(main, "__spec__", None)):
+        yield  # python -c, a notebook, the REPL: nothing would be re-run
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _map_pool(
+    func: Callable[[T], R], items: list[T], n_jobs: int, advance: Callable[[int], None]
+) -> list[R]:
+    with _main_hidden():
+        # maxtasksperchild=None: every worker starts here, inside the guard (the pool starts
+        # another only in place of one that died)
+        pool = _context().Pool(processes=n_jobs, initializer=_ignore_sigint,
+                               maxtasksperchild=None)
+    results: list[R] = []
+    try:
+        for result in pool.imap(_Call(func), items, chunksize=1):
+            advance(len(results))
+            results.append(unwrap(result))
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    pool.close()
+    pool.join()
+    return results
+
+
+@contextlib.contextmanager
+def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr when ``enabled`` and stderr is a terminal; the callable
+    it yields advances the bar by its argument."""
+    if not enabled or total <= 1 or not sys.stderr.isatty():
+        yield lambda _n: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(_escape(label), total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -1,0 +1,181 @@
+"""torch.profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``) -> EVENTS of one rank.
+
+``load_kineto_file`` parses one file (TRACE_FORMATS.md Part A): ``kineto_parse`` streams the
+event array into columns, ``kineto_table`` derives kinds, threads, devices and communication
+columns, and this module reads ``distributedInfo`` into PROCESS_GROUPS and RANK_INFO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tracekit import schema as S
+from tracekit.errors import BadInputError
+from tracekit.parsers.kineto.codes import conform
+from tracekit.parsers.kineto.comm import parse_int_list
+from tracekit.parsers.kineto.parse import no_gc, parse_file, release_memory
+from tracekit.parsers.kineto.spread import lean_memory
+from tracekit.parsers.kineto.table import build_events_from
+from tracekit.parsers.names import rank_from_name
+
+FORMAT = "kineto"
+
+
+@dataclass
+class RankTables:
+    """What one rank file yields (picklable: it crosses process boundaries)."""
+
+    rank: int
+    events: pa.Table
+    process_groups: pa.Table
+    rank_info: pa.Table
+
+
+def _dist_info(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """distributedInfo, merged with a second block kineto may append at the end of the file."""
+    info = meta.get("distributedInfo")
+    merged: dict[str, Any] = dict(info) if isinstance(info, dict) else {}
+    for more in meta.get("_distributedInfo_more", []):
+        if not isinstance(more, dict):
+            continue
+        for k, v in more.items():
+            if k == "pg_config" and isinstance(v, list):
+                merged["pg_config"] = list(merged.get("pg_config") or []) + v
+            else:
+                merged.setdefault(k, v)
+    return merged
+
+
+_I32 = (1 << 31) - 1
+_I64 = (1 << 63) - 1
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", float: "a float",
+            bool: "a boolean"}.get(type(value), type(value).__name__)
+
+
+def _bounded_int(value: Any, where: str, path: Path, low: int, high: int) -> int | None:
+    """An integer field of distributedInfo / the top level: None when absent or not an
+    integer (the column is nullable), an error when an integer is out of its column's range."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    if not low <= value <= high:
+        raise BadInputError(
+            f"{where} = {str(value)[:30]} is out of range ({low} to {high})", path)
+    return value
+
+
+def _rank(info: Mapping[str, Any], path: Path, forced: int | None) -> int:
+    if forced is not None:
+        return forced
+    value = info.get("rank")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise BadInputError(
+            f"distributedInfo.rank is {_kind(value)} ({str(value)[:30]}), expected an integer;"
+            " pass the rank with --rank N", path)
+    value = _bounded_int(value, "distributedInfo.rank", path, 0, _I32)
+    if value is not None:
+        return value
+    guess = rank_from_name(path.name)
+    if guess is not None:
+        return guess
+    raise BadInputError(
+        "no rank: the trace has no distributedInfo.rank and the file name carries none;"
+        " pass it with --rank N (or name the file rank-N.json)", path)
+
+
+def _groups(info: Mapping[str, Any], rank: int,
+            path: Path) -> tuple[list[dict[str, Any]], dict, dict]:
+    """pg_config entries (every era) -> rows, {pg_name: {desc, ranks}}, {uid: pg_name}."""
+    rows: list[dict[str, Any]] = []
+    by_name: dict[str, dict[str, Any]] = {}
+    by_uid: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, pg in enumerate(_pg_config(info, path)):
+        if not isinstance(pg, dict):
+            continue
+        name = _text(pg, "pg_name", i, path)
+        ranks = parse_int_list(pg.get("ranks"), bits=32)
+        desc = _text(pg, "pg_desc", i, path)
+        size = pg.get("pg_size")
+        size = (size if isinstance(size, int) and -(1 << 31) <= size < 1 << 31
+                else (len(ranks) if ranks else None))
+        if name is not None:
+            if name in seen:
+                continue
+            seen.add(name)
+            by_name[name] = {"desc": desc, "ranks": ranks}
+            if pg.get("uid") is not None:
+                by_uid[str(pg["uid"])] = name
+        rows.append({
+            S.RANK: rank, S.PG_NAME: name, S.PG_DESC: desc, S.PG_RANKS: ranks,
+            S.GROUP_SIZE: size,
+            S.GROUP_RANK: ranks.index(rank) if ranks and rank in ranks else None,
+            S.BACKEND: _text(pg, "backend_config", i, path),
+        })
+    return rows, by_name, by_uid
+
+
+def _pg_config(info: Mapping[str, Any], path: Path) -> list[Any]:
+    value = info.get("pg_config")
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadInputError(
+            f"distributedInfo.pg_config is {_kind(value)}, expected a list of groups", path)
+    return value
+
+
+def _text(pg: Mapping[str, Any], key: str, i: int, path: Path) -> str | None:
+    """A string field of a pg_config entry (numbers are read as their text)."""
+    value = pg.get(key)
+    if value is None:
+        return None
+    if isinstance(value, dict | list | bool):
+        raise BadInputError(
+            f"distributedInfo.pg_config[{i}].{key} is {_kind(value)}, expected a string", path)
+    return str(value)
+
+
+def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> RankTables:
+    """Parse one Kineto file; ``rank`` forces the rank (else distributedInfo, else the name);
+    ``jobs`` > 1 decodes a big file's pieces in that many processes."""
+    with lean_memory(), no_gc():  # no collection passes over the decoded args meanwhile
+        trace = parse_file(path, jobs)
+        info = _dist_info(trace.meta)
+        r = _rank(info, path, rank)
+        rows, by_name, by_uid = _groups(info, r, path)
+        events = build_events_from([trace.detach_raw()], trace.detach_side(), trace.threads,
+                                   rank=r, source=str(path), pg_by_name=by_name,
+                                   pg_by_uid=by_uid)
+        release_memory(events.num_rows)
+    events = events.replace_schema_metadata(
+        {**(events.schema.metadata or {}), S.READER_KEY.encode(): trace.reader.encode()})
+    groups = pa.Table.from_pylist(rows, schema=_plain(S.PROCESS_GROUPS))
+    base = _bounded_int(trace.meta.get("baseTimeNanoseconds"), "baseTimeNanoseconds", path,
+                        -_I64 - 1, _I64)
+    world = _bounded_int(info.get("world_size"), "distributedInfo.world_size", path, 0, _I32)
+    rank_info = pa.Table.from_pylist([{
+        S.RANK: r, S.SOURCE: str(path), S.FORMAT: FORMAT,
+        S.BACKEND: info.get("backend") if isinstance(info.get("backend"), str) else None,
+        S.WORLD_SIZE: world,
+        S.HOST: trace.meta.get("host_name") if isinstance(trace.meta.get("host_name"), str)
+        else None,
+        S.BASE_TIME_NS: base, S.COUNT: events.num_rows,
+    }], schema=_plain(S.RANK_INFO))
+    return RankTables(
+        r, events, conform(groups, S.PROCESS_GROUPS), conform(rank_info, S.RANK_INFO))
+
+
+def _plain(schema: pa.Schema) -> pa.Schema:
+    """The schema with dictionary columns as plain strings (for from_pylist)."""
+    return pa.schema([
+        pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+        for f in schema
+    ])
