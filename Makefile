@@ -38,6 +38,7 @@ demo: setup
 TEST_WORKERS ?= auto
 test: setup browser
 	$(BIN)/ruff check tracekit tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # Rewrite the golden files (tests/golden/expected) from the current code; review the diff

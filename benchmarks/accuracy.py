@@ -36,7 +36,7 @@ from tracekit import schema as S
 from tracekit.parsers import load_run
 from tracekit.rules.engine import attribute_run, resolve_topology
 from tracekit.rules.loader import load_rules
-from tracekit.rules.tables import to_pandas
+from tracekit.tables import to_pandas
 from tracekit.topology import Topology
 from tracekit.topology.config import config_from_file
 

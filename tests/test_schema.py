@@ -5,6 +5,7 @@ import pytest
 
 from tracekit import schema
 from tracekit.errors import SchemaError
+from tracekit.rules.labels import PathLabel
 
 
 def test_every_field_documented() -> None:
@@ -33,4 +34,4 @@ def test_validate_rejects_mistyped_column() -> None:
 
 
 def test_path_labels_all_have_a_phase() -> None:
-    assert set(schema.PathLabel.PHASE_OF.values()) <= set(schema.Phase.ALL)
+    assert set(PathLabel.PHASE_OF.values()) <= set(schema.Phase.ALL)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["Analysis", "analyze"]
+from tracekit.version import __version__
+
+__all__ = ["Analysis", "__version__", "analyze"]
 
 
 def __getattr__(name: str) -> Any:

@@ -16,9 +16,12 @@ import pyarrow as pa
 from tracekit import schema as s
 
 if TYPE_CHECKING:
-    from tracekit.api import Analysis
+    from tracekit.model import Analysis
 
 COVERAGE_TABLE = "coverage"
+# the first columns of Analysis.collectives() (issue 18: one row per collective and rank)
+COLLECTIVE_COLUMNS = (s.RANK, s.GROUP, s.PATH, s.PHASE, s.LAYER, s.OP, s.MSG_BYTES,
+                      s.TRANSFER_NS, s.WAIT_NS, s.BOUND_NS, s.EFFICIENCY)
 
 
 def _nullable(t: pa.DataType) -> object:
@@ -52,8 +55,6 @@ def frame(table: pa.Table | None, schema: pa.Schema,
 
 def collectives(analysis: Analysis) -> pd.DataFrame:
     """One row per collective and rank (MEASURED), COLLECTIVE_COLUMNS first."""
-    from tracekit.api import COLLECTIVE_COLUMNS
-
     return frame(analysis.measured, s.MEASURED, COLLECTIVE_COLUMNS)
 
 

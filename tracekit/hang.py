@@ -56,18 +56,18 @@ class HangReport:
 def attribute(fr: pa.Table, topology: Any | None = None,
               rules_files: tuple[Path, ...] = ()) -> pd.DataFrame:
     """FR rows (as pandas) with the engine's group, path, layer and status."""
-    from tracekit import api
+    from tracekit import model
     from tracekit.parsers.flight_recorder.events import fr_run
     from tracekit.rules.engine import attribute_events, resolve_topology
     from tracekit.rules.loader import load_rules
-    from tracekit.rules.tables import to_pandas
+    from tracekit.tables import to_pandas
 
     frame = to_pandas(fr)
     if not fr.num_rows:
         return frame.assign(**{S.GROUP: None, S.PATH: None, S.LAYER: None, S.STATUS: None})
     run = fr_run(fr)
     rules = load_rules(rules_files)
-    topo = resolve_topology(run, api.AnalyzeOptions(topology=topology), rules)
+    topo = resolve_topology(run, model.AnalyzeOptions(topology=topology), rules)
     attributed, _ = attribute_events(run, rules, topo)
     verdict = to_pandas(attributed, [S.GROUP, S.PATH, S.LAYER, S.STATUS])
     return frame.join(verdict)

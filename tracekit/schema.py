@@ -18,14 +18,10 @@ Modules that need further tables (all-to-all matrices, fits, stragglers) declare
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from tracekit.errors import SchemaError
-
-if TYPE_CHECKING:
-    from tracekit.rules.labels import _PackagedLabels
 
 SCHEMA_VERSION = "2"
 # EVENTS schema metadata of a Kineto rank: which reader read its file ("native", "msgspec",
@@ -264,16 +260,8 @@ class Phase:
 
 # Path labels (the values of ``path``) are rule data: declared with their phase and family in
 # tracekit/rules/data/paths.yaml (``path_labels``) and extended by user rule files; ``path`` is
-# an open string validated against the loaded rules. ``PathLabel`` (by const name) is the
-# packaged view, tracekit.rules.labels.PathLabel, reached lazily from here.
-
-
-def __getattr__(name: str) -> _PackagedLabels:
-    if name == "PathLabel":
-        from tracekit.rules.labels import PathLabel
-
-        return PathLabel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# an open string validated against the loaded rules. The packaged labels by constant name are
+# tracekit.rules.labels.PathLabel (the schema imports nothing above it).
 
 
 class MetaSource:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
-from tracekit.api import Run
+from tracekit.model import Run
 from tracekit.schema import Kind
 
 GLOO_PREFIX = "gloo:"

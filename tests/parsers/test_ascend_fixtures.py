@@ -18,6 +18,7 @@ import pytest
 from tracekit import api
 from tracekit import schema as S
 from tracekit.parsers import ascend
+from tracekit.rules.labels import PathLabel
 from tracekit.rules.loader import load_file, packaged_rules
 from tracekit.rules.model import KernelRule
 
@@ -132,20 +133,20 @@ def test_moe_kernels_are_device_kernels_with_links(tmp_path: Path) -> None:
 
 
 CASES = [
-    ("mc2", S.KernelClass.COMM, [S.PathLabel.DEEPEP_LL_DISPATCH, S.PathLabel.DEEPEP_LL_COMBINE],
+    ("mc2", S.KernelClass.COMM, [PathLabel.DEEPEP_LL_DISPATCH, PathLabel.DEEPEP_LL_COMBINE],
      [S.Op.DISPATCH, S.Op.COMBINE]),
-    ("mc2_v4", S.KernelClass.COMM, [S.PathLabel.DEEPEP_LL_DISPATCH,
-                                    S.PathLabel.DEEPEP_LL_COMBINE], [S.Op.DISPATCH, S.Op.COMBINE]),
-    ("deepep_normal", S.KernelClass.COMM, [S.PathLabel.DEEPEP_NORMAL_DISPATCH,
-                                           S.PathLabel.DEEPEP_NORMAL_COMBINE],
+    ("mc2_v4", S.KernelClass.COMM, [PathLabel.DEEPEP_LL_DISPATCH,
+                                    PathLabel.DEEPEP_LL_COMBINE], [S.Op.DISPATCH, S.Op.COMBINE]),
+    ("deepep_normal", S.KernelClass.COMM, [PathLabel.DEEPEP_NORMAL_DISPATCH,
+                                           PathLabel.DEEPEP_NORMAL_COMBINE],
      [S.Op.DISPATCH, S.Op.COMBINE]),
-    ("deepep_ll", S.KernelClass.COMM, [S.PathLabel.DEEPEP_LL_DISPATCH,
-                                       S.PathLabel.DEEPEP_LL_COMBINE],
+    ("deepep_ll", S.KernelClass.COMM, [PathLabel.DEEPEP_LL_DISPATCH,
+                                       PathLabel.DEEPEP_LL_COMBINE],
      [S.Op.DISPATCH, S.Op.COMBINE]),
-    ("fuseep", S.KernelClass.FUSED, [S.PathLabel.FUSEEP], [S.Op.FUSED_MOE]),
-    ("fuseep_py", S.KernelClass.FUSED, [S.PathLabel.FUSEEP], [S.Op.FUSED_MOE]),
-    ("fuseep_ffn", S.KernelClass.FUSED, [S.PathLabel.FUSEEP], [S.Op.FUSED_MOE]),
-    ("fuseep_decode", S.KernelClass.FUSED, [S.PathLabel.FUSEEP], [S.Op.FUSED_MOE]),
+    ("fuseep", S.KernelClass.FUSED, [PathLabel.FUSEEP], [S.Op.FUSED_MOE]),
+    ("fuseep_py", S.KernelClass.FUSED, [PathLabel.FUSEEP], [S.Op.FUSED_MOE]),
+    ("fuseep_ffn", S.KernelClass.FUSED, [PathLabel.FUSEEP], [S.Op.FUSED_MOE]),
+    ("fuseep_decode", S.KernelClass.FUSED, [PathLabel.FUSEEP], [S.Op.FUSED_MOE]),
 ]
 
 
@@ -246,7 +247,7 @@ def test_rules_engine_tells_tp_from_moe_ep_and_fuseep_from_communication(
         else:
             assert "FusedDeepMoe" in name
             assert (r[S.GROUP], r[S.KERNEL_CLASS], r[S.PATH]) == (
-                S.Group.MOE_EP, S.KernelClass.FUSED, S.PathLabel.FUSEEP)
+                S.Group.MOE_EP, S.KernelClass.FUSED, PathLabel.FUSEEP)
     assert {str(r[S.STATUS]) for r in rows} == {S.Status.ATTRIBUTED}
     assert len(rows) == 2 * (1 + 2 + 2)  # per rank: 1 allgather, 2 allreduce, 2 FuseEP
 

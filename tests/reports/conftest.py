@@ -26,6 +26,7 @@ import pytest
 
 from tracekit import schema as s
 from tracekit.api import Analysis, Run
+from tracekit.rules.labels import PathLabel
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
@@ -87,7 +88,7 @@ def _collective(
                  s.THREAD: "python main", s.OP: op, s.IN_BYTES: msg, s.OUT_BYTES: msg,
                  s.GROUP_SIZE: members, s.PG_DESC: pg_desc, s.META_SOURCE: s.MetaSource.ARGS,
                  s.KERNEL_CLASS: s.KernelClass.COMM, s.GROUP: group, s.PATH: path,
-                 s.PHASE: s.PathLabel.PHASE_OF[path], s.LAYER: layer, s.IS_INSTANCE: False,
+                 s.PHASE: PathLabel.PHASE_OF[path], s.LAYER: layer, s.IS_INSTANCE: False,
                  s.RULE_ID: "pg_desc", s.STATUS: s.Status.ATTRIBUTED,
                  s.REASON: f"pg_desc {pg_desc}", s.CALL_SITE: "forward <- " + path})
     ev.add(n, **{s.RANK: ranks, s.TS_NS: starts, s.DUR_NS: durs, s.NAME: name,
@@ -95,13 +96,13 @@ def _collective(
                  s.DEVICE: ranks, s.STREAM: stream, s.THREAD: f"stream {stream}", s.OP: op,
                  s.IN_BYTES: msg, s.OUT_BYTES: msg, s.GROUP_SIZE: members, s.PG_DESC: pg_desc,
                  s.META_SOURCE: s.MetaSource.LINKED, s.KERNEL_CLASS: s.KernelClass.COMM,
-                 s.GROUP: group, s.PATH: path, s.PHASE: s.PathLabel.PHASE_OF[path],
+                 s.GROUP: group, s.PATH: path, s.PHASE: PathLabel.PHASE_OF[path],
                  s.LAYER: layer, s.IS_INSTANCE: True, s.RULE_ID: "pg_desc",
                  s.STATUS: s.Status.ATTRIBUTED, s.REASON: f"pg_desc {pg_desc}"})
     ids = np.arange(base_id + n, base_id + 2 * n)
     exposed = (durs * (1.0 - overlap)).astype(np.int64)
     ms.add(n, **{s.RANK: ranks, s.EVENT_ID: ids, s.INSTANCE: inst, s.NAME: name, s.OP: op,
-                 s.GROUP: group, s.PATH: path, s.PHASE: s.PathLabel.PHASE_OF[path],
+                 s.GROUP: group, s.PATH: path, s.PHASE: PathLabel.PHASE_OF[path],
                  s.LAYER: layer, s.KERNEL_CLASS: s.KernelClass.COMM, s.TS_NS: starts,
                  s.DUR_NS: durs, s.MSG_BYTES: msg, s.N_RANKS: members, s.LINK_CLASS: "nvlink",
                  s.TRANSFER_NS: transfer, s.WAIT_NS: durs - transfer, s.SKEW_NS: skew,
@@ -146,7 +147,7 @@ def build_analysis(
             t, instance = _collective(
                 ev, ms, t + 2000, pairs, ranks=ranks, layer=layer, instance0=instance,
                 name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL", op=s.Op.ALL_REDUCE,
-                group=s.Group.ATTN_TP, path=s.PathLabel.ATTN_TP, msg=tokens * HIDDEN * 2,
+                group=s.Group.ATTN_TP, path=PathLabel.ATTN_TP, msg=tokens * HIDDEN * 2,
                 bound_factor=1.0, eff=eff, overlap=0.3, pg_desc="attn_tp", stream=20)
             split = rng.multinomial(tokens * TOPK, hot, size=n_ranks) * HIDDEN
             a2a.append((instance, split))
@@ -156,7 +157,7 @@ def build_analysis(
             t, instance = _collective(
                 ev, ms, t + 2000, world, ranks=ranks, layer=layer, instance0=instance,
                 name=name, op=s.Op.DISPATCH, group=s.Group.MOE_EP,
-                path=s.PathLabel.DEEPEP_NORMAL_DISPATCH, msg=int(split.sum(axis=1).max()),
+                path=PathLabel.DEEPEP_NORMAL_DISPATCH, msg=int(split.sum(axis=1).max()),
                 bound_factor=(n_ranks - 1) / n_ranks, eff=eff, overlap=0.0,
                 pg_desc="moe_ep", stream=20)
             t = _compute(ev, t + 1000, ranks, (250_000 * slow).astype(np.int64),
@@ -164,13 +165,13 @@ def build_analysis(
             t, instance = _collective(
                 ev, ms, t + 2000, world, ranks=ranks, layer=layer, instance0=instance,
                 name="deep_ep::intranode::combine", op=s.Op.COMBINE, group=s.Group.MOE_EP,
-                path=s.PathLabel.DEEPEP_NORMAL_COMBINE, msg=2 * int(split.sum(axis=0).max()),
+                path=PathLabel.DEEPEP_NORMAL_COMBINE, msg=2 * int(split.sum(axis=0).max()),
                 bound_factor=(n_ranks - 1) / n_ranks, eff=eff, overlap=0.0,
                 pg_desc="moe_ep", stream=20)
         t, instance = _collective(
             ev, ms, t + 5000, world, ranks=ranks, layer=None, instance0=instance,
             name="ncclDevKernel_AllGather_RING_LL", op=s.Op.ALL_GATHER, group=s.Group.TP,
-            path=s.PathLabel.OTHER, msg=tokens * 4096 * 4, bound_factor=(n_ranks - 1) / n_ranks,
+            path=PathLabel.OTHER, msg=tokens * 4096 * 4, bound_factor=(n_ranks - 1) / n_ranks,
             eff=rng.uniform(0.5, 0.7, n_ranks), overlap=0.0, pg_desc="tp", stream=20)
     ev.data[s.EVENT_ID] = list(range(len(ev.data[s.RANK])))
     if evil is not None:
@@ -244,7 +245,7 @@ def _findings(evil: str | None) -> pa.Table:
         s.LAYER: pa.array([1, None, 0], pa.int32()),
         s.RANKS: [[3], [5], [0, 1]],
         s.GROUP: [s.Group.MOE_EP, None, s.Group.ATTN_TP],
-        s.PATH: [s.PathLabel.DEEPEP_NORMAL_DISPATCH, None, s.PathLabel.ATTN_TP],
+        s.PATH: [PathLabel.DEEPEP_NORMAL_DISPATCH, None, PathLabel.ATTN_TP],
         s.MESSAGE: ["rank 3 receives 2.1x the mean dispatch bytes <b>hot expert</b>",
                     "rank 5 starts collectives late: its peers wait 12% of their comm time",
                     "an AllReduce on ATTN_TP has no process-group evidence" + detail],
@@ -269,7 +270,7 @@ def _tables(a2a: list[tuple[int, np.ndarray]], measured: pa.Table) -> dict[str, 
         layer=(s.LAYER, "first"))
     a2a_rows = _table(len(a2a), s.A2A, {
         s.INSTANCE: [i for i, _ in a2a], s.OP: s.Op.DISPATCH, s.GROUP: s.Group.MOE_EP,
-        s.PATH: s.PathLabel.DEEPEP_NORMAL_DISPATCH, s.PHASE: s.Phase.DISPATCH,
+        s.PATH: PathLabel.DEEPEP_NORMAL_DISPATCH, s.PHASE: s.Phase.DISPATCH,
         s.LAYER: disp["layer"].to_numpy(), s.N_RANKS: n, s.LINK_CLASS: "nvlink",
         s.SEND_BYTES: [int(c.sum(axis=1).max()) for _, c in a2a],
         s.RECV_BYTES: [int(c.sum(axis=0).max()) for _, c in a2a],

@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 from tracekit import schema as s
 from tracekit.api import Analysis
 from tracekit.reports import frames
+from tracekit.rules.labels import PathLabel
 
 
 def test_phase_totals_use_the_all_rank_rows_once(analysis):
@@ -54,9 +55,9 @@ def test_path_totals_group_by_path_and_group(analysis):
     # GIVEN the DPA + DeepEP run WHEN paths are summed THEN each path has its communicator
     paths = frames.path_totals(analysis)
     pairs = set(zip(paths[s.PATH], paths[s.GROUP], strict=True))
-    assert (s.PathLabel.ATTN_TP, s.Group.ATTN_TP) in pairs
-    assert (s.PathLabel.DEEPEP_NORMAL_DISPATCH, s.Group.MOE_EP) in pairs
-    assert (s.PathLabel.OTHER, s.Group.TP) in pairs
+    assert (PathLabel.ATTN_TP, s.Group.ATTN_TP) in pairs
+    assert (PathLabel.DEEPEP_NORMAL_DISPATCH, s.Group.MOE_EP) in pairs
+    assert (PathLabel.OTHER, s.Group.TP) in pairs
     assert paths[s.COUNT].sum() == analysis.measured.num_rows
 
 

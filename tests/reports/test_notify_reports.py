@@ -16,6 +16,7 @@ from tracekit import schema as s
 from tracekit.api import Analysis
 from tracekit.reports import fmt, views
 from tracekit.reports import json as json_report
+from tracekit.rules.labels import PathLabel
 
 LAYERS = 2
 NOTIFY = LAYERS * sum(d[1] + d[3] for d in DURS.values())  # notify_dispatch + cached_notify
@@ -43,7 +44,7 @@ def test_json_totals_phases_and_paths_carry_notify(deepep: Analysis) -> None:
     assert by_phase[s.Phase.DISPATCH][s.NOTIFY_NS] == LAYERS * (DURS[0][1] + DURS[1][1])
     assert by_phase[s.Phase.COMBINE][s.NOTIFY_NS] == LAYERS * (DURS[0][3] + DURS[1][3])
     by_path = {p[s.PATH]: p for p in doc["paths"]}
-    combine = by_path[s.PathLabel.DEEPEP_NORMAL_COMBINE]
+    combine = by_path[PathLabel.DEEPEP_NORMAL_COMBINE]
     # the path's wait holds its notify time, its transfer none of it
     data = [d[4] for d in DURS.values()]
     assert combine[s.TRANSFER_NS] == LAYERS * len(data) * min(data)

@@ -12,6 +12,7 @@ from tracekit import api, reports
 from tracekit import schema as s
 from tracekit.reports import checks, diff
 from tracekit.reports import json as json_report
+from tracekit.rules.labels import PathLabel
 
 GATHERV = "tp4_dp4_gatherv_rsv"
 FULL_TP = "tp4_full_tp"
@@ -29,7 +30,7 @@ def test_every_reporter_renders_a_sample_run(sample_analysis):
         # THEN each gives output, and the text names the run's paths
         assert len(out) > 100, name
     text = reports.render("text", sample_analysis, color=False)
-    assert s.PathLabel.GATHER_V in text and s.PathLabel.COMBINE_B in text
+    assert PathLabel.GATHER_V in text and PathLabel.COMBINE_B in text
 
 
 def test_json_and_text_are_identical_across_two_analyses(sample_traces: Path, sample_analysis):
@@ -46,7 +47,7 @@ def test_report_figures_match_the_measured_table(sample_analysis):
     data = json.loads(reports.render("json", sample_analysis))
     assert sum(p["count"] for p in data["paths"]) == sample_analysis.measured.num_rows
     assert data["run"]["ranks"] == [0, 1, 2, 3]
-    assert {p["path"] for p in data["paths"]} >= {s.PathLabel.GATHER_V, s.PathLabel.COMBINE_B}
+    assert {p["path"] for p in data["paths"]} >= {PathLabel.GATHER_V, PathLabel.COMBINE_B}
 
 
 def test_diff_full_tp_against_gatherv(sample_traces: Path, sample_analysis):
@@ -55,9 +56,9 @@ def test_diff_full_tp_against_gatherv(sample_traces: Path, sample_analysis):
     d = diff.compare(full, json_report.build(sample_analysis), ("full_tp", "gatherv_rsv"))
     change = dict(zip(d.paths[s.PATH], d.paths[diff.CHANGE], strict=True))
     # WHEN compared THEN the gatherv and RSV paths appear, the full-TP AllReduce vanishes
-    assert change[s.PathLabel.GATHER_V] == "added"
-    assert change[s.PathLabel.COMBINE_B] == "added"
-    assert change[s.PathLabel.ATTN_FULL_TP] == "removed"
+    assert change[PathLabel.GATHER_V] == "added"
+    assert change[PathLabel.COMBINE_B] == "added"
+    assert change[PathLabel.ATTN_FULL_TP] == "removed"
 
 
 def test_perfetto_export_of_a_sample_run(sample_analysis):
@@ -66,7 +67,7 @@ def test_perfetto_export_of_a_sample_run(sample_analysis):
     xs = [e for e in data["traceEvents"] if e["ph"] == "X" and e["cat"] != "tracekit.phase"]
     assert len(xs) == sample_analysis.run.events.num_rows
     paths = {e["args"].get("path") for e in xs if "instance" in e["args"]}
-    assert {s.PathLabel.GATHER_V, s.PathLabel.COMBINE_B} <= paths
+    assert {PathLabel.GATHER_V, PathLabel.COMBINE_B} <= paths
 
 
 def test_checks_on_a_sample_run(sample_analysis):

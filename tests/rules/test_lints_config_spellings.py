@@ -9,6 +9,7 @@ import pytest
 
 from tracekit import api
 from tracekit import schema as S
+from tracekit.rules.labels import PathLabel
 from tracekit.synth import ModelShape, SynthConfig, synth_run
 from tracekit.topology.config import topology_from_options
 
@@ -45,4 +46,4 @@ def test_config_value_the_lint_does_not_know_is_not_checked() -> None:
     expected = expected_paths(Topology(cfg))
     # THEN that family is not checked, while a known one is
     assert expected["combine"] is None
-    assert expected["dp_gather"] == {S.PathLabel.GATHER_AR}
+    assert expected["dp_gather"] == {PathLabel.GATHER_AR}

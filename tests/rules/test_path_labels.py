@@ -15,6 +15,7 @@ import yaml
 
 from tracekit import schema as S
 from tracekit.errors import ConfigError
+from tracekit.rules.labels import PathLabel
 from tracekit.rules.loader import load_rules, packaged_rules, rules_fingerprint, rules_version
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,8 +34,8 @@ def test_packaged_labels_and_phases_come_from_paths_yaml() -> None:
     assert [lab.id for lab in rules.path_labels] == list(raw)
     phases = {k: v["phase"] for k, v in raw.items()}
     assert {lab.id: lab.phase for lab in rules.path_labels} == phases
-    assert S.PathLabel.PHASE_OF["deepep.normal.dispatch"] == "dispatch"
-    assert S.PathLabel.ATTN_FULL_TP == "attn_reduce.full_tp"
+    assert PathLabel.PHASE_OF["deepep.normal.dispatch"] == "dispatch"
+    assert PathLabel.ATTN_FULL_TP == "attn_reduce.full_tp"
     assert rules.family_paths("dp_gather") == (
         "dp_gather.gatherv", "dp_gather.allreduce", "dp_gather.allgather", "dp_gather.rs_ag")
     assert rules.phase_order == ("attention_reduce", "dp_gather", "dispatch", "experts", "combine")

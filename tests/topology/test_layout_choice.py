@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from tracekit import schema as S
 from tracekit.cli import cli
 from tracekit.errors import ConfigError
+from tracekit.rules.infer import infer_topology
 from tracekit.rules.loader import load_rules
 from tracekit.schema import Group
 from tracekit.topology.config import (
     config_from_file,
-    infer_topology,
     topology_from_options,
 )
 

@@ -10,12 +10,12 @@ import pytest
 
 from tracekit import schema as S
 from tracekit.errors import ConfigError
+from tracekit.rules.infer import infer_topology
 from tracekit.rules.loader import load_rules
 from tracekit.schema import Group
 from tracekit.topology.config import (
     config_from_file,
     config_from_mapping,
-    infer_topology,
     topology_from_options,
 )
 

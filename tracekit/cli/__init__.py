@@ -11,8 +11,8 @@ import sys
 
 import click
 
-from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.version import __version__
 
 # module name under tracekit.cli -> subcommand; a module that does not exist yet is skipped.
 SUBCOMMANDS = (

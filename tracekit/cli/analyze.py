@@ -24,8 +24,8 @@ from tracekit.errors import ConfigError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from tracekit.api import Analysis, AnalyzeOptions, LoadOptions, Run
     from tracekit.io import Outputs
+    from tracekit.model import Analysis, AnalyzeOptions, LoadOptions, Run
     from tracekit.pipeline.cache import Hit
     from tracekit.summary import Summary
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def load_options(
     cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None, progress: bool
 ) -> LoadOptions:
-    from tracekit.api import LoadOptions
+    from tracekit.model import LoadOptions
 
     return LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
                        progress=progress)
@@ -158,11 +158,11 @@ def full_analysis(run: Run, summary: Summary, options: AnalyzeOptions) -> Analys
     """Attribute and measure the run; the first summary's tables travel with the results, and
     the report digest (tracekit.reports.digest) is attached."""
     from tracekit.api import analyze_run
-    from tracekit.reports import digest
+    from tracekit.reports import digest_make
 
     analysis = analyze_run(run, options)
     analysis.extra_tables.update(summary.tables())
-    digest.attach(analysis)
+    digest_make.attach(analysis)
     return analysis
 
 
@@ -217,7 +217,7 @@ def partitioned_analysis(path: Path, out: Path, load: LoadOptions,
     the cross-rank steps on the communication subset; memory stays about one rank per worker.
     The Analysis holds the cross-rank results, not the events."""
     from tracekit import schema as S
-    from tracekit.api import Analysis, Run
+    from tracekit.model import Analysis, Run
     from tracekit.pipeline.partitioned import analyze_partitioned, read_part
 
     res = analyze_partitioned(path, out, load=load, options=options)
@@ -309,8 +309,8 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             **topo: Any) -> None:
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
     from tracekit import progress
-    from tracekit.api import Analysis, AnalyzeOptions, LoadOptions
     from tracekit.cli.outputs import plan_outputs
+    from tracekit.model import Analysis, AnalyzeOptions, LoadOptions
 
     if parquet_events and parquet_out is None:
         raise ConfigError("--parquet-events needs --parquet DIR")

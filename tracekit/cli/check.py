@@ -17,7 +17,7 @@ from tracekit.cli.options import hardware_arg, run_options
 from tracekit.errors import CheckFailed, ConfigError
 
 if TYPE_CHECKING:
-    from tracekit.api import Analysis
+    from tracekit.model import Analysis
 
 
 analysis_options = run_options  # the shared group (tracekit.cli.options), old name
@@ -42,14 +42,14 @@ def analyze_path(path: Path, hardware: str | None = None, rules_files: tuple[Pat
         return api.analyze(path, load, options)
     # the derived cache (tracekit.pipeline.cache): another threshold re-reads the results
     from tracekit.pipeline import cache as cache_derived
-    from tracekit.reports import digest
+    from tracekit.reports import digest_make
 
     key = cache_derived.derived_key(path, load, options, variant="check")
     hit = cache_derived.read(cache_dir, key) if key is not None else None
     if hit is not None:
         return hit.analysis
     analysis = api.analyze(path, load, options)
-    digest.attach(analysis)
+    digest_make.attach(analysis)
     if key is not None:
         cache_derived.write(cache_dir, key, analysis, None)
     return analysis

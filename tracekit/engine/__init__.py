@@ -20,17 +20,15 @@ one line); Ctrl-C in the caller stops the workers.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import multiprocessing as mp
-import os
 import signal
 import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from tracekit.errors import ConfigError, TracekitError
+from tracekit.engine.calls import Call, default_jobs, progress_bar, unwrap
+from tracekit.errors import ConfigError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -45,55 +43,6 @@ ENGINES = ("local", "dask")
 # (8 ranks, up to 128 MB of JSON), by 8.5 to 12.8 s. The same limit as the Ascend reader's
 # PARALLEL_MIN_BYTES.
 INLINE_MAX_BYTES = 64 << 20
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """A TracekitError captured in a worker, carried back as plain data (always picklable)."""
-
-    module: str
-    qualname: str
-    message: str
-    path: str | None
-
-    def rebuild(self) -> TracekitError:
-        cls: type[TracekitError] = TracekitError
-        with contextlib.suppress(Exception):
-            found = getattr(importlib.import_module(self.module), self.qualname)
-            if isinstance(found, type) and issubclass(found, TracekitError):
-                cls = found
-        try:
-            return cls(self.message, self.path)
-        except TypeError:  # a subclass with another constructor
-            return TracekitError(self.message, self.path)
-
-
-@dataclass(frozen=True)
-class _Call:
-    """A picklable callable wrapping ``func``: TracekitErrors come back as :class:`_Failure`."""
-
-    func: Callable[[Any], Any]
-
-    def __call__(self, item: Any) -> Any:
-        try:
-            return self.func(item)
-        except TracekitError as exc:
-            return _Failure(type(exc).__module__, type(exc).__qualname__, exc.message, exc.path)
-
-
-def unwrap(result: Any) -> Any:
-    """Raise the TracekitError a worker captured, or return its result unchanged."""
-    if isinstance(result, _Failure):
-        raise result.rebuild()
-    return result
-
-
-def default_jobs() -> int:
-    """The number of CPUs this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def map_per_rank(
@@ -134,7 +83,7 @@ def map_per_rank(
     if jobs is None and sizes is not None and sum(sizes) < INLINE_MAX_BYTES:
         n_jobs = 1
     steps = list(weights) if weights is not None else [1] * len(items)
-    with _progress(sum(steps), label, progress) as advance:
+    with progress_bar(sum(steps), label, progress) as advance:
         if n_jobs <= 1:
             out: list[R] = []
             for item, step in zip(items, steps, strict=True):
@@ -194,7 +143,7 @@ def _map_pool(
                                maxtasksperchild=None)
     results: list[R] = []
     try:
-        for result in pool.imap(_Call(func), items, chunksize=1):
+        for result in pool.imap(Call(func), items, chunksize=1):
             advance(len(results))
             results.append(unwrap(result))
     except BaseException:
@@ -204,32 +153,3 @@ def _map_pool(
     pool.close()
     pool.join()
     return results
-
-
-@contextlib.contextmanager
-def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr when ``enabled`` and stderr is a terminal; the callable
-    it yields advances the bar by its argument."""
-    if not enabled or total <= 1 or not sys.stderr.isatty():
-        yield lambda _n: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(_escape(label), total=total)
-        yield lambda n: bar.advance(task, n)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tracekit.engine import _Call, _progress, default_jobs, unwrap
+from tracekit.engine.calls import Call, default_jobs, progress_bar, unwrap
 from tracekit.errors import ConfigError
 
 # How long Client(scheduler) keeps retrying an address before it gives up (seconds). Dask's own
@@ -104,11 +104,11 @@ def _run(
     steps: list[int],
 ) -> list[Any]:
     distributed = _import_distributed()
-    call = _Call(func)
+    call = Call(func)
     futures = client.map(call, items, pure=False)
     index = {f.key: i for i, f in enumerate(futures)}
     try:
-        with _progress(sum(steps), label, progress) as advance:
+        with progress_bar(sum(steps), label, progress) as advance:
             for fut in distributed.as_completed(futures):
                 advance(steps[index[fut.key]])
         results = client.gather(futures)

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit import api, schema
+from tracekit import model, schema
 from tracekit.measure import crossrank, evidence
 from tracekit.schema import BoundStatus, Clocks, Scope
 
@@ -32,7 +32,7 @@ _FLAGS = (schema.COUNT, schema.WITH_BYTES, schema.WITH_COMM_META, schema.WITH_CA
           schema.EXCEEDED, schema.IN_GRAPH)
 
 
-def run_ranks(run: api.Run, df: pd.DataFrame) -> np.ndarray:
+def run_ranks(run: model.Run, df: pd.DataFrame) -> np.ndarray:
     """The ranks whose traces are in the run."""
     info = run.rank_info
     if info is not None and info.num_rows:
@@ -40,7 +40,7 @@ def run_ranks(run: api.Run, df: pd.DataFrame) -> np.ndarray:
     return np.unique(df[schema.RANK].to_numpy(dtype=np.int64)) if len(df) else np.array([], int)
 
 
-def world_size(run: api.Run) -> int | None:
+def world_size(run: model.Run) -> int | None:
     info = run.rank_info
     if info is None or not info.num_rows or schema.WORLD_SIZE not in info.column_names:
         return None
@@ -140,7 +140,7 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     return out.iloc[order].reset_index(drop=True)
 
 
-def clocks(run: api.Run, df: pd.DataFrame, n_ranks: int) -> tuple[str, float]:
+def clocks(run: model.Run, df: pd.DataFrame, n_ranks: int) -> tuple[str, float]:
     """(schema.Clocks value, median end spread ns of matched instances or NaN)."""
     spread = np.nan
     multi = df[df[crossrank.N_SEEN] >= 2] if len(df) else df
@@ -160,7 +160,7 @@ def clocks(run: api.Run, df: pd.DataFrame, n_ranks: int) -> tuple[str, float]:
     return (Clocks.ALIGNED if spread <= CLOCK_TOLERANCE_NS else Clocks.NOT_ALIGNED), spread
 
 
-def coverage_table(run: api.Run, df: pd.DataFrame, measured: pd.DataFrame) -> pa.Table:
+def coverage_table(run: model.Run, df: pd.DataFrame, measured: pd.DataFrame) -> pa.Table:
     """COVERAGE from crossrank.match's rows (after run.size_and_bound) and measured_frame."""
     ranks = run_ranks(run, df)
     launches = graph_launches(run.events)

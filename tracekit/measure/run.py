@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit import api, progress, schema
+from tracekit import model, progress, schema
 from tracekit.measure import a2a, coverage, crossrank, evidence, fit
 from tracekit.measure.bounds import (
     A2A_OPS,
@@ -103,7 +103,7 @@ class _Sized:
     profile: HardwareProfile | None = None
 
 
-def size_and_bound(df: pd.DataFrame, run: api.Run, profile: HardwareProfile | None) -> _Sized:
+def size_and_bound(df: pd.DataFrame, run: model.Run, profile: HardwareProfile | None) -> _Sized:
     """Group size, S, link class and bound per matched row; also separates transfer from
     wait where the evidence allows (measure.evidence: a lone member's wait is unknown)."""
     members = pa.array(df[schema.PG_RANKS].astype(object).where(df[schema.PG_RANKS].notna(),
@@ -177,7 +177,8 @@ def bound_findings(measured: pd.DataFrame, sized: _Sized) -> pa.Table:
     return evidence.exceeded_findings(measured, profile.name, profile.tolerance)
 
 
-def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions) -> api.Analysis:
+def measure_run(run: model.Run, attributed: pa.Table,
+                options: model.AnalyzeOptions) -> model.Analysis:
     """Fill MEASURED, PHASES and the tables time_classes, a2a_matrix, a2a, fits, stragglers."""
     attributed = schema.conform(attributed, schema.ATTRIBUTED)
     profile = load_profile(options.hardware) if options.hardware is not None else None
@@ -196,7 +197,7 @@ def measure_run(run: api.Run, attributed: pa.Table, options: api.AnalyzeOptions)
     ops = df[schema.OP].to_numpy(dtype=object)
     inst = measured.assign(**{fit.BUS_BYTES: sized.size * bus_factor_v(ops, sized.n)})
     strag = crossrank.stragglers(df)
-    analysis = api.Analysis(
+    analysis = model.Analysis(
         run=run,
         attributed=attributed,
         measured=measured_table,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import BadInputError, ConfigError
 
 if TYPE_CHECKING:
-    from tracekit.api import LoadOptions, Run
+    from tracekit.model import LoadOptions, Run
     from tracekit.parsers.kineto import RankTables
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -169,7 +169,7 @@ def _combine(path: Path, results: Sequence[Any], on_error: str) -> Run:
     import pyarrow as pa
 
     from tracekit import schema as S
-    from tracekit.api import Run
+    from tracekit.model import Run
 
     good: list[RankTables] = []
     skipped: list[tuple[str, str]] = []

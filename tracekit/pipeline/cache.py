@@ -39,7 +39,7 @@ import pyarrow as pa
 from tracekit import schema as S
 
 if TYPE_CHECKING:
-    from tracekit.api import Analysis, AnalyzeOptions, LoadOptions
+    from tracekit.model import Analysis, AnalyzeOptions, LoadOptions
     from tracekit.summary import Summary
 
 log = logging.getLogger("tracekit.parsers.cache")
@@ -151,7 +151,7 @@ def derived_key(path: Path, load: LoadOptions, options: AnalyzeOptions,
     file or the profile cannot be read (the analysis then words the error, uncached).
     ``variant``: which command's Analysis it is (``analyze`` adds the first summary's tables
     to it, ``check`` does not), so that each gets back exactly what it computes."""
-    from tracekit import __version__
+    from tracekit.version import __version__
 
     if load.cache_dir is not None and _inside(Path(load.cache_dir), Path(path)):
         return None  # never written into an input folder (the parse cache still works there)
@@ -191,7 +191,7 @@ def _read_table(path: Path) -> pa.Table:
 
 def read(cache_dir: Path, key: str) -> Hit | None:
     """The cached analysis of ``key``, or None (missing, unreadable, foreign: recompute)."""
-    from tracekit.api import Analysis, Run
+    from tracekit.model import Analysis, Run
     from tracekit.summary import Summary
 
     entry = _entry(cache_dir, key)

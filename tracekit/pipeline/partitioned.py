@@ -44,9 +44,9 @@ from typing import Any
 import pyarrow as pa
 
 from tracekit import schema as S
-from tracekit.api import AnalyzeOptions, LoadOptions, Run
 from tracekit.engine import default_jobs, map_per_rank
 from tracekit.errors import BadInputError
+from tracekit.model import AnalyzeOptions, LoadOptions, Run
 
 PARTS = ("events", "comm", "classes", "units", "groups", "info")
 SOURCES = "sources"
@@ -469,10 +469,10 @@ def cross_rank(out: Path, ranks: list[int], options: AnalyzeOptions) -> dict[str
     import numpy as np
     import pandas as pd
 
-    from tracekit.api import Run
     from tracekit.measure import coverage, crossrank
     from tracekit.measure.hardware import load_profile
     from tracekit.measure.run import bound_findings, measured_frame, size_and_bound
+    from tracekit.model import Run
     from tracekit.rules.engine import resolve_topology
     from tracekit.rules.lints import run_lints
     from tracekit.rules.loader import load_rules

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tracekit import io
-from tracekit.api import Analysis
 from tracekit.errors import ConfigError
+from tracekit.model import Analysis
 
 # reporter name -> module under tracekit.reports that defines render(analysis, **options)
 REPORTERS: dict[str, str] = {

@@ -13,8 +13,9 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema as s
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import digest
+from tracekit.rules.labels import PathLabel
 
 # Columns that reports derive (not schema columns): named once here.
 KERNELS = "kernels"  # device kernels per rank
@@ -239,7 +240,7 @@ def findings(analysis: Analysis) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     f = to_frame(analysis.findings_table, FINDING_COLS)
     f[s.RANKS] = f[s.RANKS].map(lambda v: [] if v is None else [int(x) for x in v])
-    phase_of = s.PathLabel.PHASE_OF
+    phase_of = PathLabel.PHASE_OF
     f[s.PHASE] = f[s.PATH].map(lambda p: phase_of.get(p, s.Phase.OTHER))
     sev = f[s.SEVERITY].map(lambda v: _SEVERITY_ORDER.get(v, 3))
     layer = f[s.LAYER].astype(float).fillna(-1)

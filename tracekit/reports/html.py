@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import frames, views
 from tracekit.reports import html_parts as parts
 from tracekit.reports import plotframes as pf

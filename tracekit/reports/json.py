@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit import __version__
 from tracekit import schema as s
-from tracekit.api import Analysis
 from tracekit.errors import BadInputError
+from tracekit.model import Analysis
 from tracekit.reports import frames
+from tracekit.version import __version__
 
 REPORT_FORMAT = "tracekit-report"
 REPORT_VERSION = 1  # bump on any incompatible change of the keys below; documented per version

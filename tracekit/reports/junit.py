@@ -11,7 +11,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import checks as checks_mod
 from tracekit.reports import json as json_report
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import checks as checks_mod
 from tracekit.reports import fmt, views
 from tracekit.reports import json as json_report

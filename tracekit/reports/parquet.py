@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit import io
-from tracekit.api import Analysis
 from tracekit.errors import ConfigError
+from tracekit.model import Analysis
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 

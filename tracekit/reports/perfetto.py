@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracekit import __version__
 from tracekit import schema as s
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import frames
 from tracekit.reports import perfetto_flows as flow
+from tracekit.version import __version__
 
 PHASE_TID0 = 1  # phase tracks use tids 1..len(Phase.ALL)
 FINDINGS_TID = PHASE_TID0 + len(s.Phase.ALL)

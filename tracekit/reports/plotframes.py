@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as s
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import digest, fmt, frames
 
 TIMELINE_MAX = 10_000  # communication kernels drawn one by one; past it, binned occupancy

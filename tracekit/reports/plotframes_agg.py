@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as s
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import digest, fmt, frames
 from tracekit.reports import plotframes as pf
 

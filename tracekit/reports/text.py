@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracekit import schema as s
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import fmt, views
 
 DEFAULT_WIDTH = 80  # columns when not on a terminal and $COLUMNS is unset

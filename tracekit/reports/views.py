@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as s
-from tracekit.api import Analysis
+from tracekit.model import Analysis
 from tracekit.reports import fmt, frames
 
 EXTRA_ROWS = 20  # rows of an extra table shown by the text and Markdown reports

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit import api
+from tracekit import model
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
@@ -54,9 +54,9 @@ from tracekit.rules.paths import (
 )
 from tracekit.rules.signatures import transfer
 from tracekit.rules.stacks import missing_call_sites, with_call_sites
-from tracekit.rules.tables import to_pandas
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
+from tracekit.tables import to_pandas
 from tracekit.topology import Topology
 
 COMM_CLASSES = (KernelClass.COMM, KernelClass.FUSED)
@@ -67,9 +67,10 @@ _NEEDED = (
 )
 
 
-def resolve_topology(run: api.Run, options: api.AnalyzeOptions, rules: RuleSet) -> Topology | None:
+def resolve_topology(run: model.Run, options: model.AnalyzeOptions,
+                     rules: RuleSet) -> Topology | None:
     """The topology given in the options, else the one the trace's process groups imply."""
-    from tracekit.topology.config import infer_topology
+    from tracekit.rules.infer import infer_topology
 
     if isinstance(options.topology, Topology):
         return options.topology
@@ -82,7 +83,7 @@ def resolve_topology(run: api.Run, options: api.AnalyzeOptions, rules: RuleSet) 
     return infer_topology(run.process_groups, rules, world, getattr(options, "layout", None))
 
 
-def attribute_run(run: api.Run, options: api.AnalyzeOptions) -> tuple[pa.Table, pa.Table]:
+def attribute_run(run: model.Run, options: model.AnalyzeOptions) -> tuple[pa.Table, pa.Table]:
     """ATTRIBUTED (every EVENTS row plus the verdict) and FINDINGS."""
     rules = load_rules(options.rules_files)
     topo = resolve_topology(run, options, rules)
@@ -90,7 +91,7 @@ def attribute_run(run: api.Run, options: api.AnalyzeOptions) -> tuple[pa.Table, 
     return attributed, run_lints(units, rules, topo, run)
 
 
-def attribute_events(run: api.Run, rules: RuleSet, topo: Topology | None, *,
+def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
                      cross_rank: bool = True) -> tuple[pa.Table, pa.Table]:
     """ATTRIBUTED and COLLECTIVE_UNITS (what the lints read) of ``run``'s events.
 
@@ -109,7 +110,7 @@ def attribute_events(run: api.Run, rules: RuleSet, topo: Topology | None, *,
 
 
 def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
-                    topo: Topology | None, run: api.Run, cross_rank: bool) -> pd.DataFrame:
+                    topo: Topology | None, run: model.Run, cross_rank: bool) -> pd.DataFrame:
     cls = rule_column(krule, rules, "cls")
     comm = frame[cls.isin(COMM_CLASSES).to_numpy()]  # a new frame (copy-on-write)
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]

@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit import api
+from tracekit import model
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.model import FrozenMap, LintRule, RuleSet
 from tracekit.topology import Topology
 
 Finding = dict[str, Any]
-Check = Callable[[pd.DataFrame, LintRule, RuleSet, "Topology | None", api.Run], list[Finding]]
+Check = Callable[[pd.DataFrame, LintRule, RuleSet, "Topology | None", model.Run], list[Finding]]
 
 
 def _paths(rule: LintRule, rules: RuleSet, key: str) -> set[str]:
@@ -64,7 +64,7 @@ def _finding(rule: LintRule, layer: Any, ranks: list[int], group: str | None,
 
 
 def same_layer(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topology | None,
-               run: api.Run) -> list[Finding]:
+               run: model.Run) -> list[Finding]:
     """A path of ``paths`` ran in a layer that also ran one of ``with`` (same step, rank)."""
     reducing = _paths(rule, rules, "paths")
     post = _paths(rule, rules, "with")
@@ -88,7 +88,7 @@ def same_layer(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topolog
 
 
 def group_in_slot(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topology | None,
-                  run: api.Run) -> list[Finding]:
+                  run: model.Run) -> list[Finding]:
     """An ``op`` on ``group`` filled one of ``paths`` in the given ``attn_tp`` case (the
     attention output all-reduced over the whole TP group while 1 < attn_tp < tp)."""
     case = rule.param("attn_tp")
@@ -164,7 +164,7 @@ def family_members(rule: LintRule, rules: RuleSet) -> dict[str, tuple[str, ...]]
 
 
 def config_paths(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topology | None,
-                 run: api.Run) -> list[Finding]:
+                 run: model.Run) -> list[Finding]:
     """The paths observed in a layer differ from what the config's switches imply."""
     if topo is None or not topo.config.expect:
         return []
@@ -227,7 +227,7 @@ class _LayerRows:
 
 
 def participants(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topology | None,
-                 run: api.Run) -> list[Finding]:
+                 run: model.Run) -> list[Finding]:
     """The k-th collective of a communicator must run on every loaded member rank."""
     units = _units(comm)
     units = units[units[S.GROUP].notna()].sort_values([S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
@@ -302,7 +302,7 @@ def collective_units(comm: pd.DataFrame) -> pa.Table:
 
 def units_frame(units: pa.Table) -> pd.DataFrame:
     """COLLECTIVE_UNITS back as the frame the checks read."""
-    from tracekit.rules.tables import to_pandas
+    from tracekit.tables import to_pandas
 
     frame = to_pandas(units).rename(
         columns={out: col for col, out in _UNIT_COLUMNS if out != col})
@@ -311,7 +311,7 @@ def units_frame(units: pa.Table) -> pd.DataFrame:
 
 
 def run_lints(units: pa.Table, rules: RuleSet, topo: Topology | None,
-              run: api.Run) -> pa.Table:
+              run: model.Run) -> pa.Table:
     """FINDINGS from every lint rule over COLLECTIVE_UNITS (of one rank or of many: they are
     concatenated across ranks); an unknown ``check`` name is a ConfigError."""
     from tracekit.errors import ConfigError

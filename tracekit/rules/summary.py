@@ -16,8 +16,8 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema as S
-from tracekit.rules.tables import to_pandas
 from tracekit.schema import Status
+from tracekit.tables import to_pandas
 
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 

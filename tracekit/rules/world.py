@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tracekit import api
+from tracekit import model
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.groups import Verdict
@@ -27,7 +27,7 @@ from tracekit.topology import Topology
 _P2P = (S.Op.SEND, S.Op.RECV, S.Op.SEND_RECV)
 
 
-def _world_sizes(run: api.Run) -> dict[int, int]:
+def _world_sizes(run: model.Run) -> dict[int, int]:
     info = run.rank_info
     if not info.num_rows or S.WORLD_SIZE not in info.column_names:
         return {}
@@ -36,7 +36,7 @@ def _world_sizes(run: api.Run) -> dict[int, int]:
             if w}
 
 
-def _subgroups(run: api.Run) -> dict[int, bool]:
+def _subgroups(run: model.Run) -> dict[int, bool]:
     """Per rank with a pg_config: does it list a group of 2+ ranks other than the world?"""
     pgs = run.process_groups
     if not pgs.num_rows:
@@ -73,7 +73,7 @@ def _verdict(rank: int, world: int, topo: Topology | None, subgroups: bool | Non
 
 
 def world_fallback(comm: pd.DataFrame, groups: pd.DataFrame, topo: Topology | None,
-                   run: api.Run) -> pd.DataFrame:
+                   run: model.Run) -> pd.DataFrame:
     """Rows still without any group evidence get the declared world as candidate."""
     sizes = _world_sizes(run)
     if not sizes:

@@ -34,7 +34,7 @@ class Slot:
     op: str
     gkind: str  # SGLang group kind (tp, attention_tp, moe_ep...), resolved per rank
     group: str  # schema.Group of the ground truth
-    path: str  # schema.PathLabel
+    path: str  # PathLabel
     layer: int | None
     call: str  # python function that issued it
     frames: tuple[str, ...]  # keys of names.F, outer to inner, below the layer frame

@@ -13,13 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import yaml
 
-from tracekit import schema
 from tracekit.errors import ConfigError
 from tracekit.schema import Group
-from tracekit.topology import LAYOUTS, ParallelConfig, Topology, topology_of
+from tracekit.topology import LAYOUTS, ParallelConfig, Topology
 from tracekit.topology.layouts import DEFAULT
 
 # every spelling accepted for each ParallelConfig field (SGLang ServerArgs names first, then
@@ -249,52 +247,13 @@ def topology_from_options(
 # ------------------------------------------------------------------------------------------
 
 
-def infer_topology(process_groups: pa.Table, rules: Any, world_size: int | None,
-                   layout: str | None = None) -> Topology | None:
-    """Rebuild the parallel config from ``pg_config`` descriptions and member lists.
-
-    Only groups whose description names a communicator (rules' ``group_descs``) count. The
-    result is checked: every declared group's members must be a member list of the rebuilt
-    topology, else None (the trace does not follow the layout and nothing is assumed).
-    ``layout`` None: SGLang's, else the first other layout whose groups fit (its ``reason``
-    says so).
-    """
-    import pandas as pd
-
-    from tracekit.rules.groups import desc_to_group
-
-    if process_groups.num_rows == 0:
-        return None
-    # a handful of rows per rank: plain lists, not a frame
-    descs = process_groups.column(schema.PG_DESC).to_pylist()
-    named = desc_to_group(pd.Series(descs, dtype="object"), rules).tolist()
-    declared_groups = [(str(g), tuple(r or ())) for g, r in zip(
-        named, process_groups.column(schema.PG_RANKS).to_pylist(), strict=True) if g]
-    if not declared_groups:
-        return None
-    sizes: dict[str, int] = {}
-    for g, ranks in declared_groups:
-        sizes[g] = max(sizes.get(g, 0), len(ranks))
-    world = world_size or sizes.get(Group.WORLD)
-    for name in ([layout] if layout else LAYOUTS):
-        config = (_sglang_from_sizes(sizes, world) if name == DEFAULT
-                  else _other_from_sizes(name, sizes, world))
-        if config is None:
-            continue
-        topo = topology_of(config)
-        if _fits(topo, declared_groups):
-            if layout is None and name != DEFAULT:
-                return Topology(config, reason=f"layout {name} chosen: the trace's process "
-                                "groups fit no SGLang layout and fit this one")
-            return topo
-    return None
-
-
-def _fits(topo: Topology, declared: list[tuple[str, tuple[int, ...]]]) -> bool:
-    from tracekit.rules.groups import member_groups
-
-    return all(len(set(ranks)) <= 1 or topo.canonical(g) in member_groups(topo, ranks)
-               for g, ranks in declared)
+def config_from_sizes(layout: str, sizes: dict[str, int], world: int | None
+                      ) -> ParallelConfig | None:
+    """The parallel config of ``layout`` that has these group sizes (``sizes``: group name ->
+    member count, as a trace's process groups declare them), or None when none fits."""
+    if layout == DEFAULT:
+        return _sglang_from_sizes(sizes, world)
+    return _other_from_sizes(layout, sizes, world)
 
 
 def _sglang_from_sizes(sizes: dict[str, int], world: int | None) -> ParallelConfig | None:

@@ -38,7 +38,7 @@ def entries() -> list[dict[str, Any]]:
 
 @contextlib.contextmanager
 def on_path(path: str) -> Iterator[None]:
-    """Collectives issued inside belong to ``path`` (a schema.PathLabel)."""
+    """Collectives issued inside belong to ``path`` (a PathLabel)."""
     saved = _STATE.path
     _STATE.path = path
     try:

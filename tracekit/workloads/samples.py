@@ -149,7 +149,7 @@ Ground truth (`rank{r}.sidecar.json`): every c10d collective the rank issued ins
 profiled step, in issue order: `op` (schema.Op of the c10d call: a V-collective done the
 pynccl way shows as one `broadcast` / `reduce` per root), `group` (schema.Group of the
 communicator actually used: an alias such as MOE_EP = TP on GPU is reported as TP),
-`group_desc`, `members` (global ranks), `path` (schema.PathLabel), `phase`, `layer`, `bytes`
+`group_desc`, `members` (global ranks), `path` (PathLabel), `phase`, `layer`, `bytes`
 (nccl-tests size S: the tensor for all_reduce / broadcast / reduce, the gathered output for
 all_gather, the input for reduce_scatter, this rank's send buffer for all_to_all) and `call`
 (the SGLang-named function that issued it). The analyser never reads sidecars; tests and

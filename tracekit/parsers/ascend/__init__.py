@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit import api
+from tracekit import model
 from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.parsers.ascend import groups as G
@@ -69,7 +69,7 @@ def sniff(path: Path) -> bool:
     return bool(rank_dirs(Path(path)))
 
 
-def load_ascend(path: Path, options: api.LoadOptions) -> api.Run:
+def load_ascend(path: Path, options: model.LoadOptions) -> model.Run:
     path = Path(path)
     dirs = rank_dirs(path)
     if not dirs:
@@ -94,7 +94,7 @@ def load_ascend(path: Path, options: api.LoadOptions) -> api.Run:
                       G.from_matrix(matrix))
     tables = [_events(d, groups, names, members) for d in datas]
     events = _run_wide_seq(pa.concat_tables(tables))
-    run = api.Run(
+    run = model.Run(
         events=events,
         process_groups=_process_groups(datas, groups, events, G.local_ranks(matrix), names),
         rank_info=_rank_info(datas, tables),
@@ -117,7 +117,7 @@ def read_rank_item(rank_dir: str) -> RankData | tuple[str | None, str]:
         return exc.path, exc.message
 
 
-def _read_ranks(dirs: list[Path], options: api.LoadOptions) -> list[Any]:
+def _read_ranks(dirs: list[Path], options: model.LoadOptions) -> list[Any]:
     """Rank directories read in parallel through tracekit.engine (processes or dask).
 
     Without an explicit ``jobs``, small exports are read in this process: starting workers
@@ -141,7 +141,7 @@ def _export_bytes(dirs: list[Path]) -> int:
     return total
 
 
-def _assign_ranks(datas: list[RankData], options: api.LoadOptions, path: Path) -> None:
+def _assign_ranks(datas: list[RankData], options: model.LoadOptions, path: Path) -> None:
     if len(datas) == 1 and options.rank is not None:
         datas[0].rank = options.rank
     for d in datas:

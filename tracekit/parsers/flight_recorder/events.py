@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit import api
+from tracekit import model
 from tracekit import schema as S
 from tracekit.schema import Kind, MetaSource
 
@@ -63,7 +63,7 @@ def fr_process_groups(fr: pa.Table) -> pa.Table:
     return S.conform(pa.Table.from_pylist(rows), S.PROCESS_GROUPS)
 
 
-def fr_run(fr: pa.Table) -> api.Run:
+def fr_run(fr: pa.Table) -> model.Run:
     """The FR rows as a Run for ``tracekit.rules.engine.attribute_events``."""
     ranks = sorted(set(fr.column(S.RANK).to_pylist()))
     members = pc.list_flatten(fr.column(S.PG_RANKS))
@@ -72,4 +72,4 @@ def fr_run(fr: pa.Table) -> api.Run:
                                S.FORMAT: pa.array(["flight_recorder"] * len(ranks)),
                                S.WORLD_SIZE: pa.array([world] * len(ranks), pa.int32())}),
                      S.RANK_INFO)
-    return api.Run(fr_events(fr), fr_process_groups(fr), info)
+    return model.Run(fr_events(fr), fr_process_groups(fr), info)

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit import api
+from tracekit import model
 from tracekit import schema as S
-from tracekit.rules.tables import to_pandas
 from tracekit.schema import Kind, MetaSource
+from tracekit.tables import to_pandas
 
 RULE = "flight_recorder.disagrees"
 _FILLED = (S.PG_NAME, S.PG_DESC, S.PG_RANKS, S.SEQ)
@@ -61,7 +61,7 @@ def _align(rank: int, issue: pd.DataFrame, mine: pd.DataFrame,
     return mine.iloc[k:k + len(issue)]
 
 
-def apply_flight_recorder(run: api.Run, fr: pa.Table) -> tuple[api.Run, pa.Table]:
+def apply_flight_recorder(run: model.Run, fr: pa.Table) -> tuple[model.Run, pa.Table]:
     """``run`` with FR evidence filled in, and the FINDINGS of every disagreement."""
     ev = to_pandas(run.events, [S.RANK, S.KIND, S.NAME, S.OP, S.TS_NS, *_FILLED])
     frame = to_pandas(fr, [S.RANK, S.RECORD_ID, S.OP, S.IS_P2P, *_FILLED])

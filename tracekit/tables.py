@@ -1,4 +1,4 @@
-"""Arrow -> pandas for the engine: dictionary columns are decoded to plain strings first.
+"""Arrow -> pandas for every stage: dictionary columns are decoded to plain strings first.
 
 A dictionary array may legally repeat values in its dictionary (e.g. after chunks from several
 files are combined); pandas' Categorical refuses that, so the engine never converts a
