@@ -183,14 +183,17 @@ def test_summary_only_and_parquet_still_read_events(
 ) -> None:
     cache = tmp_path / "cache"
     analyze(capsys, run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json")
-    # --parquet writes EVENTS: the parse (from the parse cache) runs, the analysis does not
-    analyze(capsys, run_dir, "--cache-dir", cache, "--parquet", tmp_path / "e.parquet")
-    assert calls == {"parse": 2, "analyze": 1}
+    # --parquet writes the whole ATTRIBUTED (a cache entry holds its instance rows only): the
+    # parse (from the parse cache) and the analysis both run, and --parquet-events adds EVENTS
+    analyze(capsys, run_dir, "--cache-dir", cache, "--parquet", tmp_path / "p",
+            "--parquet-events")
+    assert calls == {"parse": 2, "analyze": 2}
     import pyarrow.parquet as pq
 
-    assert pq.read_metadata(tmp_path / "e.parquet").num_rows > 0
+    assert pq.read_metadata(tmp_path / "p" / "attributed.parquet").num_rows > 0
+    assert pq.read_metadata(tmp_path / "p" / "events.parquet").num_rows > 0
     analyze(capsys, run_dir, "--cache-dir", cache, "--summary-only")
-    assert calls == {"parse": 3, "analyze": 1}
+    assert calls == {"parse": 3, "analyze": 2}
 
 
 def test_check_with_another_threshold_reads_the_cache(

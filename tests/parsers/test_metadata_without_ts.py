@@ -1,6 +1,6 @@
 """A metadata event (ph M) without ts is read (the Chrome trace-event format makes ts
-optional on M events: "Metadata events ... ts is not required"), by every reader: the
-whole-file accumulator, the native scanner and the msgspec piece path."""
+optional on M events: "Metadata events ... ts is not required"), by both readers: the
+native accumulator (tracekit.parsers.native) and msgspec."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from tracekit import schema as S
-from tracekit.parsers import kineto_native
-from tracekit.parsers.kineto import load_kineto_file
-from tracekit.parsers.kineto import parse as kineto_parse
+from tracekit.parsers.kineto import load_kineto_file, native
 from tracekit.parsers.kineto.parse import _meta
 from tracekit.parsers.kineto.whole import read_whole
 
@@ -45,22 +43,21 @@ def _write(path: Path, with_ts: bool) -> Path:
     return path
 
 
-@pytest.mark.parametrize("native", ["1", "0"])
-def test_metadata_without_ts_reads_as_with_ts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              native: str) -> None:
+def test_metadata_without_ts_reads_as_with_ts(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN the same trace with and without ts on its metadata events
     bare, timed = _write(tmp_path / "bare.json", False), _write(tmp_path / "ts.json", True)
-    # WHEN read by the piece path (native scanner "1" or msgspec "0"; accumulator off)
-    monkeypatch.setenv("TRACEKIT_NATIVE", native)
-    monkeypatch.setattr(kineto_parse, "read_whole", lambda *_: None)
+    # WHEN read by msgspec (the native reader off)
+    monkeypatch.setenv("TRACEKIT_NATIVE", "0")
     got, want = load_kineto_file(bare), load_kineto_file(timed)
+    assert (got.events.schema.metadata or {}).get(S.READER_KEY.encode()) == b"msgspec"
     # THEN no error, and the tables equal those of the trace with ts
     assert got.events.num_rows == 2
     assert _same(got.events, want.events)
     assert _same(got.rank_info, want.rank_info)
 
 
-@pytest.mark.skipif(kineto_native.accumulator() is None,
+@pytest.mark.skipif(native.accumulator() is None,
                     reason="native accumulator unavailable (no C compiler, or TRACEKIT_NATIVE=0)")
 def test_metadata_without_ts_is_read_whole(tmp_path: Path) -> None:
     # GIVEN a trace whose metadata events have no ts WHEN read by the whole-file accumulator
@@ -69,4 +66,6 @@ def test_metadata_without_ts_is_read_whole(tmp_path: Path) -> None:
     # THEN it takes the file, and the parse equals that of the same trace with ts
     assert raw is not None and raw.n_events == 5
     timed = _write(tmp_path / "ts.json", True)
-    assert _same(load_kineto_file(bare).events, load_kineto_file(timed).events)
+    got = load_kineto_file(bare).events
+    assert (got.schema.metadata or {}).get(S.READER_KEY.encode()) == b"native"
+    assert _same(got, load_kineto_file(timed).events)

@@ -187,6 +187,7 @@ def _efficiency_line(analysis: Analysis, totals: dict[str, float | None],
 # --- the terminal report's first screen (tracekit.reports.text) ---
 
 HEADLINE_ROWS = 5  # rows of each first-screen table
+SKIPPED_SHOWN = 5  # skipped rank files named in the headline
 SMALL_RUN_RANKS = 8  # runs up to this many ranks show per-rank tables without --verbose
 HEAD_PHASE_COLUMNS = (s.PHASE, s.COUNT, frames.N_EFF, s.EFFICIENCY, s.COMM_NS, s.EXPOSED_NS,
                       s.WAIT_NS, s.BOUND_NS)
@@ -203,8 +204,8 @@ def headline(analysis: Analysis) -> list[tuple[str, str]]:
     phases = frames.phase_totals(analysis)
     totals = frames.run_totals(phases)
     ranks = frames.ranks(analysis)
-    events = analysis.run.events
-    n_events = f", {fmt.count(events.num_rows)} events" if frames.has_rows(events) else ""
+    count = frames.n_events(analysis)  # from the report digest on a cache hit
+    n_events = f", {fmt.count(count)} events" if count else ""
     lines = [("ranks", f"{len(ranks)}" + (f" ({ranks[0]}..{ranks[-1]})" if ranks else "")
               + n_events)]
     cov = frames.coverage_run(analysis)
@@ -225,8 +226,12 @@ def headline(analysis: Analysis) -> list[tuple[str, str]]:
     if analysis.findings_table is not None:
         by_sev = found[s.SEVERITY].fillna("?").value_counts().sort_index()
         lines.append(("findings", ", ".join(f"{n} {k}" for k, n in by_sev.items()) or "none"))
-    if analysis.run.skipped:
-        lines.append(("skipped files", str(len(analysis.run.skipped))))
+    skipped = analysis.run.skipped
+    for file, reason in skipped[:SKIPPED_SHOWN]:  # --on-error skip: which file, and why
+        lines.append(("skipped", reason if reason.startswith(str(file)) else f"{file}: {reason}"))
+    if len(skipped) > SKIPPED_SHOWN:
+        lines.append(("skipped", f"... and {len(skipped) - SKIPPED_SHOWN} more files "
+                      "(--json lists them all)"))
     return lines
 
 
