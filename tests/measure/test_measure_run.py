@@ -7,7 +7,8 @@ import pytest
 from tracekit import api, schema
 from tracekit.measure import format_phase_table, measure_run
 from tracekit.measure.hardware import load_profile
-from tracekit.schema import KernelClass, Kind, Op, PathLabel, Phase
+from tracekit.rules.labels import PathLabel
+from tracekit.schema import KernelClass, Kind, Op, Phase
 
 K = KernelClass
 S_BYTES = 64 * 2**20

@@ -25,7 +25,8 @@ from typing import Any
 from rules.test_engine import attribute, kernel, make_run
 
 from tracekit import schema as S
-from tracekit.schema import Group, KernelClass, PathLabel, Phase
+from tracekit.rules.labels import PathLabel
+from tracekit.schema import Group, KernelClass, Phase
 from tracekit.topology import ParallelConfig, Topology
 
 LAYOUT_V1 = ("void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, "

@@ -9,7 +9,8 @@ import pyarrow as pa
 from tracekit import api
 from tracekit import schema as S
 from tracekit.rules.engine import attribute_run
-from tracekit.schema import Group, Kind, PathLabel, Status
+from tracekit.rules.labels import PathLabel
+from tracekit.schema import Group, Kind, Status
 from tracekit.topology import ParallelConfig, Topology
 
 

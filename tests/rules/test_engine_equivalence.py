@@ -17,10 +17,10 @@ from tracekit import api
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import grouped_tuples
+from tracekit.rules.labels import PathLabel
 from tracekit.rules.lints import _finding, config_paths, expected_paths, family_members
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import LintRule
-from tracekit.schema import PathLabel
 from tracekit.topology import ParallelConfig, Topology
 
 

@@ -9,7 +9,8 @@ import pyarrow as pa
 from tracekit import api
 from tracekit import schema as S
 from tracekit.rules.engine import attribute_run
-from tracekit.schema import Kind, PathLabel
+from tracekit.rules.labels import PathLabel
+from tracekit.schema import Kind
 from tracekit.topology import ParallelConfig, Topology
 
 RS_V = "reduce_scatterv (parallel_state.py:150) <- reduce_scatterv (dp_attention.py:130)"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.schema import Group, Op, PathLabel
+from tracekit.rules.labels import PathLabel
+from tracekit.schema import Group, Op
 from tracekit.workloads.samples import SCENARIOS, generate
 
 C10D_COLLECTIVES = {"c10d::allreduce_", "c10d::broadcast_", "c10d::reduce_",

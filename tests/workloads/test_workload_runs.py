@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.schema import Group, Op, PathLabel
+from tracekit.rules.labels import PathLabel
+from tracekit.schema import Group, Op
 from tracekit.workloads.cli import config_from_args, parser
 from tracekit.workloads.runner import Outputs, RankResult, launch
 
