@@ -108,3 +108,18 @@ def test_second_analysis_reads_the_cache_and_a_changed_file_is_reread(
     os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     assert run_cli(capsys, str(trace), "--cache-dir", str(cache)) == first
     assert calls == [trace]
+
+
+def test_the_parse_cache_key_follows_the_packaged_kernel_rules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a trace file and its parse-cache key under the packaged kernel rules
+    from tracekit import cache
+    from tracekit.parsers import kineto_comm
+
+    trace = tmp_path / "rank0.json"
+    trace.write_text("{}")
+    before = cache.cache_key(trace)
+    # WHEN kernels.yaml says something else (the op of an NCCL kernel comes from it)
+    monkeypatch.setattr(kineto_comm, "_kernel_rules_text", lambda: "kernel_classes: []\n")
+    # THEN the key changes: an entry parsed under the old rules is not read back
+    assert cache.cache_key(trace) != before

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit import schema as S
+from tracekit.parsers.kineto_comm import kernel_rules_digest
 
 if TYPE_CHECKING:
     from tracekit.parsers.kineto import RankTables
@@ -26,7 +27,7 @@ def cache_key(path: Path, forced_rank: int | None = None) -> str:
     st = path.stat()
     text = "|".join([
         str(path.resolve()), str(st.st_size), str(st.st_mtime_ns), S.SCHEMA_VERSION,
-        PARSER_VERSION, "" if forced_rank is None else str(forced_rank),
+        PARSER_VERSION, kernel_rules_digest(), "" if forced_rank is None else str(forced_rank),
     ])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

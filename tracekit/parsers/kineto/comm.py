@@ -58,6 +58,20 @@ _NAME_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "nccl:", 
 
 
 @lru_cache(maxsize=1)
+def _kernel_rules_text() -> str:
+    return (resources.files("tracekit") / "rules" / "data" / "kernels.yaml").read_text(
+        encoding="utf-8")
+
+
+def kernel_rules_digest() -> str:
+    """A digest of the packaged kernel rules the parser reads (the op of an NCCL kernel comes
+    from them): part of the parse cache's key, so an entry read under other rules is re-read."""
+    import hashlib
+
+    return hashlib.sha256(_kernel_rules_text().encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
 def _nccl_kernel_rules() -> tuple[tuple[re.Pattern[str], str], ...]:
     """(pattern, op) of the packaged kernel rules of NCCL's device kernels (``library: nccl``
     rules for kernels in rules/data/kernels.yaml, the one list of NCCL kernel names of every
@@ -66,8 +80,7 @@ def _nccl_kernel_rules() -> tuple[tuple[re.Pattern[str], str], ...]:
     import and validation of every packaged file would cost a parse twenty times as much."""
     import yaml
 
-    text = (resources.files("tracekit") / "rules" / "data" / "kernels.yaml").read_text(
-        encoding="utf-8")
+    text = _kernel_rules_text()
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     rules = yaml.load(text, Loader=loader).get("kernel_classes") or []
     return tuple((re.compile(r["match"]), r.get("op") or Op.OTHER) for r in rules
