@@ -113,8 +113,8 @@ def test_second_analysis_reads_the_cache_and_a_changed_file_is_reread(
 def test_the_parse_cache_key_follows_the_packaged_kernel_rules(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN a trace file and its parse-cache key under the packaged kernel rules
-    from tracekit import cache
-    from tracekit.parsers import kineto_comm
+    from tracekit.parsers import cache
+    from tracekit.parsers.kineto import comm as kineto_comm
 
     trace = tmp_path / "rank0.json"
     trace.write_text("{}")

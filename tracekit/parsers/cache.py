@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit import schema as S
-from tracekit.parsers.kineto_comm import kernel_rules_digest
+from tracekit.parsers.kineto.comm import kernel_rules_digest
 
 if TYPE_CHECKING:
     from tracekit.parsers.kineto import RankTables
