@@ -234,3 +234,18 @@ def test_no_derived_entry_inside_the_input_folder(
     # THEN no derived entry was written there and each analysis ran
     assert entries(cache) == []
     assert calls["analyze"] == 2
+
+
+def test_the_code_fingerprint_covers_the_whole_package(tmp_path: Path) -> None:
+    # GIVEN the derived cache's code root WHEN looked at THEN it is the tracekit package
+    from tracekit.pipeline import cache as derived
+
+    assert (derived.CODE_ROOT / "schema.py").is_file()
+    assert (derived.CODE_ROOT / "rules" / "data" / "kernels.yaml").is_file()
+    # AND a change in any module below it changes the fingerprint
+    pkg = tmp_path / "pkg"
+    (pkg / "deep").mkdir(parents=True)
+    (pkg / "deep" / "m.py").write_text("x = 1\n")
+    before = derived.code_fingerprint(pkg)
+    (pkg / "deep" / "m.py").write_text("x = 2\n")
+    assert derived.code_fingerprint(pkg) != before

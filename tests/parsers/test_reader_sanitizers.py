@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-NATIVE = REPO / "tracekit" / "parsers" / "native"
+NATIVE = REPO / "tracekit" / "parsers" / "kineto" / "native"
 EXAMPLES = 250  # generated documents (about 40 s unsanitized on the 2-core dev machine)
 _FLAGS = ["-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
           "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]

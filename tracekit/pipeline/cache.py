@@ -127,9 +127,11 @@ def hardware_fingerprint(spec: str | Path | None) -> str:
     return "unknown:" + name  # the analysis itself reports the unknown name
 
 
-def code_fingerprint() -> str:
+CODE_ROOT = Path(__file__).resolve().parents[1]  # the tracekit package, every module of it
+
+
+def code_fingerprint(root: Path = CODE_ROOT) -> str:
     """The content of tracekit's own modules and data: a changed tracekit misses."""
-    root = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         if path.suffix in (".py", ".yaml", ".yml", ".json", ".c") and path.is_file():
