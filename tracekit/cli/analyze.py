@@ -365,8 +365,11 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                           {"parquet": parquet_out}, plan, events=parquet_events)
         else:
             with progress.stage("reports"):
-                write_reports(analysis, {"json": json_out, "html": html_out,
-                                         "markdown": markdown_out, "junit": junit_out}, plan)
+                # the first summary's per-kernel tables go to --json only: every other
+                # report counts collectives once, by the op that was called
+                write_reports(analysis, {"json": json_out}, plan)
+                write_reports(without_summary(analysis), {
+                    "html": html_out, "markdown": markdown_out, "junit": junit_out}, plan)
                 # the same result tables as `export --parquet`
                 write_reports(without_summary(analysis), {"parquet": parquet_out}, plan,
                               events=parquet_events)
