@@ -71,7 +71,7 @@ def test_renderings_name_the_runs_and_escape(pair):
     before, after = pair
     after["findings"][-1]["message"] = "<script>alert(1)</script> [bold]x[/bold]"
     d = diff.compare(before, after, labels=("base", "rsv"))
-    text = diff.render_text(d)
+    text = diff.render_text(d, width=200)
     md = diff.render_markdown(d)
     data = json.loads(json_report.dumps(diff.to_data(d)))
     # THEN each shows both labels, markup stays literal, Markdown has no raw tag
@@ -79,3 +79,12 @@ def test_renderings_name_the_runs_and_escape(pair):
     assert "<script>" not in md and "&lt;script&gt;" in md
     assert data["labels"] == ["base", "rsv"]
     assert data["findings_appeared"][0]["rule_id"] == "double-reduction"
+
+
+def test_text_fits_80_columns_without_cutting_a_cell(pair):
+    # GIVEN two runs' reports WHEN the diff is rendered at 80 columns
+    before, after = pair
+    text = diff.render_text(diff.compare(before, after, labels=("base", "rsv")), width=80)
+    # THEN no line is wider and no cell is cut short with an ellipsis
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text

@@ -152,7 +152,12 @@ def _headline(d: Diff) -> str:
             f"{fmt.ratio(t[EFF_B])}; findings +{len(d.appeared)} / -{len(d.vanished)}")
 
 
-def render_text(d: Diff, *, color: bool = False, width: int = 160) -> str:
+def render_text(d: Diff, *, color: bool = False, width: int | None = None) -> str:
+    """The diff as text at ``width`` columns (None: the terminal's, 80 when not a TTY): cells
+    wrap, none is cut short."""
+    from tracekit.reports.text import terminal_width
+
+    width = width or terminal_width()
     buf = io.StringIO()
     con = Console(file=buf, width=width, force_terminal=color, no_color=not color,
                   color_system="standard" if color else None, highlight=False, emoji=False)
@@ -167,7 +172,7 @@ def render_text(d: Diff, *, color: bool = False, width: int = 160) -> str:
             continue
         table = Table(title=escape(title), title_justify="left", box=box.ASCII2)
         for h in head:
-            table.add_column(Text(h), no_wrap=h != "message")
+            table.add_column(Text(h), overflow="fold")
         for row in rows:
             table.add_row(*(Text(c) for c in row))
         con.print()
