@@ -156,9 +156,12 @@ def test_trace_json_that_is_not_a_report_goes_to_the_pipeline(run_dir: Path, tmp
     assert _run(["check", str(trace), "--max-exposed-comm", "90"]) == 1  # fixture's error
 
 
-def test_diff_a_run_folder_against_a_report(run_dir: Path, clean_report: Path, capsys):
+def test_diff_a_run_folder_against_a_report(run_dir: Path, clean_report: Path, capsys,
+                                            monkeypatch):
     # GIVEN a run folder (analysed) and a JSON report of the same run minus its error finding
-    # WHEN diffed THEN exit 0, no time change, and the error finding shows as appeared in b
+    # WHEN diffed (on a wide terminal: cells wrap at 80) THEN exit 0, no time change, and the
+    # error finding shows as appeared in b
+    monkeypatch.setenv("COLUMNS", "200")
     assert _run(["diff", str(clean_report), str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "(0.0%)" in out and "findings +1 / -0" in out

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import pyarrow.compute as pc
+import pytest
 
+from tracekit import api
 from tracekit import schema as s
 from tracekit.api import Analysis
 from tracekit.reports import frames
@@ -103,3 +105,23 @@ def test_a_collective_without_a_bound_does_not_dilute_its_phase(analysis):
     paths = frames.path_totals(bare)
     path = paths[paths[s.PHASE] == s.Phase.ATTENTION_REDUCE].iloc[0]
     assert math.isclose(path[s.EFFICIENCY], expected)
+
+
+def test_collective_counts_are_the_issued_collectives(tmp_path) -> None:
+    # GIVEN a GPU-shaped run whose ReduceScatterV is one reduce kernel per rank (8 kernels a
+    # collective) and the ground truth of what each rank issued
+    import json
+
+    from tracekit.cli import main
+
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit):
+        main(["synth", "--out", str(run), "--tp", "8", "--dp", "8", "--enable-dp-attention",
+              "--ep", "8", "--steps", "1", "--layers", "1"])
+    issued = sum(len(json.loads(f.read_text())["collectives"])
+                 for f in run.glob("rank*.sidecar.json"))
+    # WHEN analysed THEN the headline's collectives are those issued, once each
+    analysis = api.analyze(run, api.LoadOptions(), api.AnalyzeOptions(hardware="h200"))
+    assert sum(frames.attribution_counts(analysis).values()) == issued
+    kernels = analysis.attributed.filter(analysis.attributed.column(s.IS_INSTANCE))
+    assert kernels.num_rows > issued  # the kernels are more: counting them would disagree

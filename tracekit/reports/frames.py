@@ -222,8 +222,13 @@ def attribution_counts(analysis: Analysis) -> dict[str, int]:
     counts = {status: 0 for status in s.Status.ALL}
     if not has_rows(analysis.attributed):
         return counts
-    a = to_frame(analysis.attributed, [s.IS_INSTANCE, s.STATUS])
+    a = to_frame(analysis.attributed, [s.RANK, s.EVENT_ID, s.IS_INSTANCE, s.STATUS])
     inst = a[a[s.IS_INSTANCE].fillna(False).astype(bool)]
+    if has_rows(analysis.measured):
+        # one count per collective as MEASURED has it (the coverage and phase tables' unit):
+        # a collective of several kernels (ReduceScatterV as one reduce per rank) counts once
+        m = to_frame(analysis.measured, [s.RANK, s.EVENT_ID])
+        inst = inst.merge(m, on=[s.RANK, s.EVENT_ID], how="inner")
     for status, n in inst[s.STATUS].fillna(s.Status.UNATTRIBUTED).value_counts().items():
         counts[str(status)] = int(n)
     return counts
