@@ -68,7 +68,7 @@ def test_cli_writes_and_prints(tmp_path: Path, monkeypatch) -> None:
 def test_real_gloo_sweep(tmp_path: Path) -> None:
     """GIVEN this machine WHEN running a short real 2-process gloo sweep
     THEN a valid profile with positive alpha and bandwidth comes out."""
-    result = calibrate.sweep((64, 4096, 262144, 1 << 20), iters=5)
+    result = calibrate.sweep((64, 4096, 262144, 1 << 20, 4 << 20), iters=5)
     doc = calibrate.profile_from_sweep(result)
     path = calibrate.write_profile(doc, tmp_path / "cpu-gloo.yaml")
     link = hardware.load_profile(path).intra_link
