@@ -122,3 +122,15 @@ def test_byte_columns_are_sizes_and_counts_stay_counts():
     assert fmt.short_cell(s.WITH_BYTES, 32) == "32"
     assert fmt.short_cell(s.TRANSFER_NS, 12_852_000) == "12.85 ms"
     assert fmt.short_cell(s.TRANSFER_NS, None) == fmt.DASH  # unknown, never 0
+
+
+def test_labels_break_where_their_parts_meet() -> None:
+    # GIVEN labels too wide for their column WHEN broken THEN at a separator, never leaving a
+    # lone character (the 8-rank synth report used to show "combine.b_reduce_scatter" / "v")
+    from tracekit.reports.text import _break
+
+    assert _break("combine.b_reduce_scatterv", 20) == "combine.\nb_reduce_scatterv"
+    assert _break("10.0.0.1%eth0_60000_0_1767225000000003", 32) == (
+        "10.0.0.1%eth0_60000_0_\n1767225000000003")
+    assert _break("abcdefghijklmnopqrstuvwxyz", 10) == "abcdefghij\nklmnopqrst\nuvwxyz"
+    assert _break("dp_gather.allgather", 20) == "dp_gather.allgather"

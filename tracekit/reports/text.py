@@ -133,10 +133,52 @@ def _table(section: views.Section, cells: dict[str, list[str]], columns: tuple[s
     return table
 
 
+# a label breaks after one of these before it is cut anywhere: first where its parts meet
+# (``combine.`` / ``b_reduce_scatterv``), then between words
+_BREAKS = ("./:", "_-, ")
+
+
+def _break(label: str, width: int) -> str:
+    """``label`` on lines of at most ``width`` characters, broken after a separator where one
+    falls in the line (``combine.`` / ``b_reduce_scatterv``), else at ``width``."""
+    lines: list[str] = []
+    rest = label
+    while len(rest) > width:
+        cut = 0
+        for seps in _BREAKS:  # a break that keeps at least a third of the line
+            cut = max(rest.rfind(sep, 1, width) for sep in seps)
+            if cut + 1 >= width / 3:
+                break
+        cut = cut + 1 if cut + 1 >= width / 3 else width
+        lines.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    return "\n".join([*lines, rest])
+
+
+def _wrapped(section: views.Section, cells: dict[str, list[str]], columns: tuple[str, ...],
+             width: int) -> dict[str, list[str]]:
+    """``cells`` with the label columns broken at separators so that ``columns`` fit
+    ``width``: the widest labels give up characters first, none below LABEL_MIN."""
+    natural = {c: _natural(section, c, cells[c]) for c in columns}
+    excess = sum(natural.values()) + GAP * (len(columns) - 1) - width
+    widths = dict(natural)
+    while excess > 0:
+        wrap = [c for c in columns if c in WRAP_COLUMNS and widths[c] > LABEL_MIN]
+        if not wrap:
+            break
+        widest = max(wrap, key=lambda c: widths[c])
+        widths[widest] -= 1
+        excess -= 1
+    # identifiers only: text with spaces (a finding's message) is word-wrapped by rich
+    return {c: ([x if " " in x else _break(x, widths[c]) for x in v]
+                if c in columns and widths[c] < natural[c] else v) for c, v in cells.items()}
+
+
 def _print_section(console: Console, section: views.Section, color: bool, width: int) -> None:
     cells = _cells(section)
     chunks = _columns(section, cells, width)
     for i, columns in enumerate(chunks):
+        cells = _wrapped(section, _cells(section), columns, width)
         title = section.title if i == 0 else f"{section.title} (continued)"
         console.print()
         console.print(Text(title, style="bold" if color else ""))
