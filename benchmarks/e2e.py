@@ -110,8 +110,8 @@ attributed, findings = api.attribute(run, opts)
 mark("attribute", t)
 t = time.perf_counter()
 analysis = api.measure(run, attributed, opts)
-analysis.findings = api._concat_findings(findings, analysis.findings)
-analysis.tables.update(summary.tables())
+analysis.findings_table = api._concat_findings(findings, analysis.findings_table)
+analysis.extra_tables.update(summary.tables())
 mark("measure", t)
 times["crossrank"], cpu["crossrank"] = cross
 times["measure"] -= cross[0]
