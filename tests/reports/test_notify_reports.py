@@ -33,6 +33,8 @@ def test_text_says_wait_includes_notify(deepep: Analysis) -> None:
     # THEN the wait line names the notify time, and the phase and path tables show it
     wait = next(v for k, v in views.summary(deepep) if k == "wait for peers")
     assert f"includes {fmt.ns(NOTIFY)} of DeepEP notify (sync) kernels" in wait
+    head = next(v for k, v in views.headline(deepep) if k == "wait for peers")
+    assert f"includes {fmt.ns(NOTIFY)} of DeepEP notify (sync) kernels" in head
     assert text.count(views.NOTIFY_HEADER) >= 2
     assert "reported as wait, not" in text
 

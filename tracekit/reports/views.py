@@ -91,16 +91,7 @@ def summary(analysis: Analysis) -> list[tuple[str, str]]:
              + _notify_part(totals.get(s.NOTIFY_NS))),
             ("efficiency (bound / transfer)", _efficiency_line(analysis, totals, cov)),
         ]
-    counts = frames.attribution_counts(analysis)
-    if sum(counts.values()):
-        lines.append(("collectives", ", ".join(f"{n} {k}" for k, n in counts.items())))
-    found = frames.findings(analysis)
-    if analysis.findings_table is not None:
-        by_sev = found[s.SEVERITY].fillna("?").value_counts().sort_index()
-        lines.append(("findings", ", ".join(f"{n} {k}" for k, n in by_sev.items()) or "none"))
-    if analysis.run.skipped:
-        lines.append(("skipped files", str(len(analysis.run.skipped))))
-    return lines
+    return lines + _counts_lines(analysis)
 
 
 def _n(value: object) -> int:
@@ -216,9 +207,16 @@ def headline(analysis: Analysis) -> list[tuple[str, str]]:
             ("exposed comm", f"{fmt.duration(totals[s.EXPOSED_NS])} of "
              f"{fmt.duration(busy)} busy time "
              f"({fmt.pct(totals[frames.EXPOSED_COMM_PCT])}), sum over ranks"),
-            ("wait for peers", _wait_line(totals[s.WAIT_NS], cov)),
+            ("wait for peers", _wait_line(totals[s.WAIT_NS], cov)
+             + _notify_part(totals.get(s.NOTIFY_NS))),
             ("efficiency", _efficiency_line(analysis, totals, cov)),
         ]
+    return lines + _counts_lines(analysis)
+
+
+def _counts_lines(analysis: Analysis) -> list[tuple[str, str]]:
+    """Collectives by status, findings by severity, and the rank files skipped and why."""
+    lines: list[tuple[str, str]] = []
     counts = frames.attribution_counts(analysis)
     if sum(counts.values()):
         lines.append(("collectives", ", ".join(f"{n} {k}" for k, n in counts.items())))
