@@ -117,3 +117,14 @@ def test_wait_gate_skips_phases_without_a_wait_figure():
     combine = _by(results, "wait", "combine")
     assert not combine.passed and combine.value == 80.0
     assert "1 skipped" in checks.summary_line(results)
+
+
+def test_wait_gate_fails_a_run_whose_wait_is_unknown():
+    # GIVEN a run where no collective had its wait separated (a lone rank of its group)
+    report = _phase_report(combine={"comm_ns": 100, "wait_ns": None})
+    report["totals"]["wait_ns"] = None
+    # WHEN gated on wait THEN the run's check fails and says why; the phase is skipped
+    results = checks.evaluate(report, checks.Thresholds(max_wait_pct=50))
+    total = _by(results, "wait", checks.TOTAL)
+    assert not total.passed and not total.skipped and "unknown" in total.message
+    assert _by(results, "wait", "combine").skipped

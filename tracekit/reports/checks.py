@@ -128,10 +128,14 @@ def _wait(report: dict[str, Any], limit: float) -> list[CheckResult]:
         comm = float((row.get(s.COMM_NS) or 0) + (row.get(s.FUSED_NS) or 0))
         share = None if wait is None else frames.ratio(float(wait), comm)
         if share is None:
-            # no wait separated from transfer here (a barrier): no figure to gate
-            out.append(CheckResult("wait", scope, True, None, limit,
+            # a phase without a wait figure (a barrier) is skipped; the run without one fails,
+            # as efficiency and exposure do: a gate asked for must not pass on no evidence
+            skip = scope != TOTAL
+            out.append(CheckResult("wait", scope, skip, None, limit,
                                    "skipped: wait for peers unknown (no collective with "
-                                   "transfer and wait separated)", skipped=True))
+                                   "transfer and wait separated)" if skip else
+                                   "wait for peers unknown: no collective was seen on enough "
+                                   "members to separate it from transfer", skipped=skip))
             continue
         pct = 100.0 * share
         ok = pct <= limit
