@@ -112,7 +112,9 @@ class InMemory(Execution):
 
     def measure(self) -> None:
         assert self.attributed is not None, "stage attribute first"
-        self.analysis = measure(self._run(), self.attributed, self.options)
+        # from here on the Analysis holds ATTRIBUTED (as measure conformed it): no second copy
+        attributed, self.attributed = self.attributed, None
+        self.analysis = measure(self._run(), attributed, self.options)
 
     def findings(self) -> None:
         from tracekit.rules.lints import run_lints  # lazy: see the module doc
@@ -120,6 +122,7 @@ class InMemory(Execution):
         assert self.analysis is not None and self.units is not None, "stage measure first"
         assert self.rules is not None
         lints = run_lints(self.units, self.rules, self.topology, self._run())
+        self.units = None
         self.findings_table = concat_findings(lints, self.analysis.findings_table,
                                               self.fr_findings)
 
