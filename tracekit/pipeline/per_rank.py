@@ -71,10 +71,10 @@ def _already_done(task: BatchTask, path: Path) -> RankDone | None:
     if saved is None:
         return None
     rank = saved.get("rank")
-    if not isinstance(rank, int) or saved.get("key") != parts.source_key(path) or saved.get("forced") != task.rank or \
-            saved.get("attribute") != task.attribute or not all(
-            parts.part_path(out, p, rank).is_file() for p in parts.PARTS
-            if task.keep_events or p != "events"):
+    wanted = [p for p in parts.PARTS if task.keep_events or p != "events"]
+    if not isinstance(rank, int) or saved.get("key") != parts.source_key(path) or \
+            saved.get("forced") != task.rank or saved.get("attribute") != task.attribute or \
+            not all(parts.part_path(out, p, rank).is_file() for p in wanted):
         return None
     return RankDone(str(path), rank, saved["events"], saved["comm_rows"], 0.0, reused=True)
 
