@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracekit import model
 from tracekit import schema as S
@@ -31,6 +32,7 @@ from tracekit.rules.gloo import link_wrappers, thread_groups
 from tracekit.rules.grouping import grouped_tuples
 from tracekit.rules.groups import attribute_groups, kernel_group, participants_pass
 from tracekit.rules.kernels import classify, rule_column
+from tracekit.rules.keys import objects, tuple_keys
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
@@ -56,13 +58,13 @@ from tracekit.rules.signatures import transfer
 from tracekit.rules.stacks import missing_call_sites, with_call_sites
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
-from tracekit.tables import to_pandas
+from tracekit.tables import to_frame, to_pandas
 from tracekit.topology import Topology
 
 COMM_CLASSES = (KernelClass.COMM, KernelClass.FUSED)
 _NEEDED = (
     S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CALL_SITE, S.OP, S.PG_DESC,
-    S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES, S.IN_SPLIT,
+    S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES,
     S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION, S.META_SOURCE,
 )
 
@@ -101,7 +103,7 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     count on across the batch's ranks, in rank order).
     """
     events = run.events
-    frame = to_pandas(events, _NEEDED)
+    frame = to_frame(events, _NEEDED)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
     krule = classify(frame, rules)
     cls = rule_column(krule, rules, "cls")
@@ -117,12 +119,13 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
                       (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
                       (F.GROUPED, "grouped"), (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
-        comm[col] = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
+        values = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
+        comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
     comm = take_launcher_facts(comm, launchers(frame, comm))
     comm[S.OP] = comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
     comm[PREPARES] = prepared_targets(comm, rules)
     comm[S.OP] = fill_prepared_ops(comm)
-    comm[F.HAS_SPLIT] = comm[S.IN_SPLIT].map(lambda v: v is not None and len(v) > 0)
+    comm[F.HAS_SPLIT] = _has_split(run.events, comm[F.ROW].to_numpy())
     comm[F.KGROUP] = kernel_group(comm[F.KRULE], rules, topo)
     comm[F.THREAD_GROUP] = None
     comm[F.LINK] = link_wrappers(comm)
@@ -130,7 +133,8 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     comm = comm.join(apply_call_sites(comm, rules))
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
-    groups = attribute_groups(comm, rules, topo, pg_table)
+    ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)  # the same in both passes
+    groups = attribute_groups(comm, rules, topo, pg_table, ranks_key)
     groups = _from_wrappers(comm, groups)
     decided = groups[S.GROUP].where(groups[S.STATUS] == Status.ATTRIBUTED)
     comm[F.THREAD_GROUP] = thread_groups(comm, decided)
@@ -139,17 +143,29 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     if not linked.empty:
         comm.loc[linked.index, F.THREAD_GROUP] = comm.loc[
             by_row.reindex(linked[F.LINK]).to_numpy(), F.THREAD_GROUP].to_numpy()
-    groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table))
+    groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table, ranks_key))
     groups = fill_from_nested(comm, groups, S.GROUP,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
     if cross_rank:
         unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
         last = participants_pass(comm[unlinked].join(groups), topo)
-        groups.loc[last.index] = last
+        at = groups.index.get_indexer(last.index)
+        for col in last.columns:
+            values = groups[col].to_numpy(dtype=object, copy=True)
+            values[at] = last[col].to_numpy(dtype=object)
+            groups[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
     groups = world_fallback(comm, groups, topo, run)
     groups = _from_wrappers(comm, groups)
     comm = comm.join(groups)
     return _order_and_paths(frame, comm, rules, topo)
+
+
+def _has_split(events: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` has a non-empty IN_SPLIT (in Arrow: no list per row)."""
+    if S.IN_SPLIT not in events.column_names:
+        return np.zeros(len(rows), dtype=bool)
+    lengths = pc.fill_null(pc.list_value_length(events.column(S.IN_SPLIT)), 0)
+    return np.asarray(lengths.to_numpy(), dtype=np.int64)[rows] > 0
 
 
 def _group_sizes(comm: pd.DataFrame, topo: Topology | None) -> pd.Series:

@@ -62,14 +62,21 @@ def classify(frame: pd.DataFrame, rules: RuleSet) -> np.ndarray:
     if frame.empty:
         return np.empty(0, dtype=np.int64)
     matcher = _matcher(rules)
-    name_codes, names = pd.factorize(frame[S.NAME].astype("string").fillna(""))
-    kind_codes, kinds = pd.factorize(frame[S.KIND].astype("string").fillna(""))
+    name_codes, names = _factorized(frame[S.NAME])
+    kind_codes, kinds = _factorized(frame[S.KIND])
     width = max(len(kinds), 1)
     pairs, inverse = np.unique(name_codes.astype(np.int64) * width + kind_codes,
                                return_inverse=True)
     hit = np.array([matcher.first(str(names[p // width]), str(kinds[p % width]))
                     for p in pairs.tolist()], dtype=np.int64)
     return hit[inverse.reshape(-1)]
+
+
+def _factorized(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Codes and distinct texts of ``values``, a missing value counting as ``""``."""
+    codes, uniques = pd.factorize(values)
+    texts = [*(str(u) for u in uniques), ""]
+    return np.where(codes < 0, len(texts) - 1, codes), texts
 
 
 def rule_column(index: np.ndarray, rules: RuleSet, attr: str) -> pd.Series:

@@ -1,0 +1,63 @@
+"""Row keys in integer code space, for work that runs once per distinct combination.
+
+The engine decides many things once per distinct tuple of a few columns (evidence, call site,
+op) and spreads the answer back over the rows. Building a Python tuple per row for that costs
+more than the decision; these helpers factorize each column once and combine the codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def row_codes(columns: Sequence[Any]) -> np.ndarray:
+    """One code per row, equal where every column is equal (missing values equal each other),
+    numbered 0.. in order of first appearance. Values must be hashable."""
+    key: np.ndarray | None = None
+    for column in columns:
+        if not isinstance(column, pd.Series | np.ndarray):
+            column = objects(column)  # a list (of tuples, say): one element per row
+        codes, uniques = pd.factorize(column)
+        codes = codes.astype(np.int64) + 1  # missing (-1) becomes its own value 0
+        if key is None:
+            key = codes
+        else:
+            key = pd.factorize(key * (len(uniques) + 1) + codes)[0].astype(np.int64)
+    if key is None:
+        return np.zeros(0, dtype=np.int64)
+    return pd.factorize(key)[0].astype(np.int64)
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """Position of the first row of each code of ``row_codes``."""
+    return np.unique(codes, return_index=True)[1]
+
+
+def objects(values: Sequence[Any], index: pd.Index | None = None) -> pd.Series:
+    """An object-dtype Series of ``values`` (pandas would infer its Arrow ``str`` dtype,
+    whose masked writes rebuild the array)."""
+    arr = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        arr[i] = v  # element by element: tuples stay elements, not rows of a 2-D array
+    return pd.Series(arr, index=index, dtype=object, copy=False)
+
+
+def spread(values: Sequence[Any], codes: np.ndarray, index: pd.Index) -> pd.Series:
+    """``values[code]`` for every row, as an object Series on ``index``."""
+    return pd.Series(objects(values).to_numpy()[codes], index=index, dtype=object, copy=False)
+
+
+def tuple_keys(lists: pd.Series) -> list[tuple[int, ...] | None]:
+    """Each list-like value (numpy array, list, tuple) as a tuple of ints; None where missing
+    or empty."""
+    out: list[tuple[int, ...] | None] = []
+    for v in lists.to_numpy():
+        if v is None or isinstance(v, float) or not len(v):
+            out.append(None)
+        else:
+            out.append(tuple(v.tolist()) if isinstance(v, np.ndarray) else tuple(int(r) for r in v))
+    return out
