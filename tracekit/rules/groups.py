@@ -304,7 +304,8 @@ def kernel_group(krule: pd.Series, rules: RuleSet, topo: Topology | None) -> pd.
     values = [pick(r) for r in rules.kernel_classes] + [None]
     arr = np.array(values, dtype=object)
     idx = krule.to_numpy()
-    return pd.Series(arr[np.where(idx < 0, len(values) - 1, idx)], index=krule.index)
+    return pd.Series(arr[np.where(idx < 0, len(values) - 1, idx)], index=krule.index,
+                     dtype=object)
 
 
 def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame:

@@ -82,4 +82,5 @@ def _factorized(values: pd.Series) -> tuple[np.ndarray, list[str]]:
 def rule_column(index: np.ndarray, rules: RuleSet, attr: str) -> pd.Series:
     """One attribute of the matched rule for every row (None where no rule matched)."""
     values = np.array([getattr(r, attr) for r in rules.kernel_classes] + [None], dtype=object)
-    return pd.Series(values[np.where(index < 0, len(values) - 1, index)])
+    # object dtype: a Series of texts would otherwise be converted to pandas' Arrow strings
+    return pd.Series(values[np.where(index < 0, len(values) - 1, index)], dtype=object)
