@@ -30,7 +30,12 @@ from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
 from tracekit.rules.grouping import grouped_tuples
-from tracekit.rules.groups import attribute_groups, kernel_group, participants_pass
+from tracekit.rules.groups import (
+    attribute_groups,
+    evidence_codes,
+    kernel_group,
+    participants_pass,
+)
 from tracekit.rules.kernels import classify, rule_column
 from tracekit.rules.keys import objects, tuple_keys
 from tracekit.rules.launcher import launchers, take_launcher_facts
@@ -133,8 +138,10 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     comm = comm.join(apply_call_sites(comm, rules))
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
-    ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)  # the same in both passes
-    groups = attribute_groups(comm, rules, topo, pg_table, ranks_key)
+    # the evidence but the runloop thread's group is the same in both passes
+    ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)
+    static = evidence_codes(comm, ranks_key)
+    groups = attribute_groups(comm, rules, topo, pg_table, ranks_key, static)
     groups = _from_wrappers(comm, groups)
     decided = groups[S.GROUP].where(groups[S.STATUS] == Status.ATTRIBUTED)
     comm[F.THREAD_GROUP] = thread_groups(comm, decided)
@@ -143,7 +150,8 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     if not linked.empty:
         comm.loc[linked.index, F.THREAD_GROUP] = comm.loc[
             by_row.reindex(linked[F.LINK]).to_numpy(), F.THREAD_GROUP].to_numpy()
-    groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table, ranks_key))
+    groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table, ranks_key,
+                                                   static))
     groups = fill_from_nested(comm, groups, S.GROUP,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
     if cross_rank:

@@ -185,17 +185,28 @@ KEY_COLUMNS = (
 )
 
 
+def evidence_codes(comm: pd.DataFrame, ranks_key: pd.Series) -> np.ndarray:
+    """Row codes of the evidence columns but the runloop thread's group (the one column that
+    changes between the engine's two passes)."""
+    return row_codes([ranks_key if name == F.RANKS_KEY else comm[name]
+                      for name in KEY_COLUMNS if name != F.THREAD_GROUP])
+
+
 def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
-                     pg_table: pd.DataFrame, ranks_key: pd.Series | None = None) -> pd.DataFrame:
+                     pg_table: pd.DataFrame, ranks_key: pd.Series | None = None,
+                     static: np.ndarray | None = None) -> pd.DataFrame:
     """Group, status, rule id, reason and candidates for every communication row
-    (``ranks_key``: each row's PG_RANKS as a tuple, when the caller has it already)."""
+    (``ranks_key``: each row's PG_RANKS as a tuple, ``static``: ``evidence_codes``, when the
+    caller has them already)."""
     if comm.empty:
         return pd.DataFrame(index=comm.index, columns=[S.GROUP, S.STATUS, F.GROUP_RULE,
                                                        F.GROUP_REASON, F.CANDIDATES])
     if ranks_key is None:
         ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)
+    if static is None:
+        static = evidence_codes(comm, ranks_key)
     columns = [ranks_key if name == F.RANKS_KEY else comm[name] for name in KEY_COLUMNS]
-    codes = row_codes(columns)
+    codes = row_codes([static, comm[F.THREAD_GROUP]])
     first = first_rows(codes)
     # the evidence of each distinct combination, as Python values (None where missing)
     keys = []

@@ -53,11 +53,18 @@ def spread(values: Sequence[Any], codes: np.ndarray, index: pd.Index) -> pd.Seri
 
 def tuple_keys(lists: pd.Series) -> list[tuple[int, ...] | None]:
     """Each list-like value (numpy array, list, tuple) as a tuple of ints; None where missing
-    or empty."""
+    or empty. Equal arrays share one tuple (a communicator's member list recurs on every row)."""
     out: list[tuple[int, ...] | None] = []
+    memo: dict[tuple[str, bytes], tuple[int, ...]] = {}
     for v in lists.to_numpy():
         if v is None or isinstance(v, float) or not len(v):
             out.append(None)
+        elif isinstance(v, np.ndarray):
+            raw = (v.dtype.str, v.tobytes())
+            key = memo.get(raw)
+            if key is None:
+                key = memo[raw] = tuple(v.tolist())
+            out.append(key)
         else:
-            out.append(tuple(v.tolist()) if isinstance(v, np.ndarray) else tuple(int(r) for r in v))
+            out.append(tuple(int(r) for r in v))
     return out
