@@ -37,7 +37,7 @@ from tracekit.rules.groups import (
     participants_pass,
 )
 from tracekit.rules.kernels import classify, rule_column
-from tracekit.rules.keys import objects, tuple_keys
+from tracekit.rules.keys import first_rows, objects, row_codes, tuple_keys
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
@@ -156,7 +156,8 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
     if cross_rank:
         unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
-        last = participants_pass(comm[unlinked].join(groups), topo)
+        asked = comm.loc[unlinked.to_numpy(), [S.RANK, S.NAME, S.OP, S.CALL_SITE]]
+        last = participants_pass(asked.join(groups), topo)
         at = groups.index.get_indexer(last.index)
         for col in last.columns:
             values = groups[col].to_numpy(dtype=object, copy=True)
@@ -178,32 +179,38 @@ def _has_split(events: pa.Table, rows: np.ndarray) -> np.ndarray:
 
 def _group_sizes(comm: pd.DataFrame, topo: Topology | None) -> pd.Series:
     """Ranks in each row's communicator: its own pg_ranks, else the topology's member list."""
-    own = comm[S.PG_RANKS].map(lambda r: len(r) if r is not None and len(r) else None)
-    own = own.astype("float")
+    lengths = [len(r) if r is not None else 0 for r in comm[S.PG_RANKS].to_numpy()]
+    own = pd.Series(np.asarray(lengths, dtype=np.float64), index=comm.index)
+    own = own.where(own > 0)
     if topo is None:
         return own
-    pairs = comm[[S.RANK, S.GROUP]].dropna().drop_duplicates()
-    sizes = {
-        (int(r), str(g)): float(len(m)) if (m := topo.group_of(int(r), str(g))) else np.nan
-        for r, g in zip(pairs[S.RANK], pairs[S.GROUP], strict=True)
-    }
-    keys = pd.MultiIndex.from_frame(comm[[S.RANK, S.GROUP]].astype("object"))
-    from_topo = pd.Series(sizes, dtype="float").reindex(keys).to_numpy() if sizes else np.nan
-    return own.fillna(pd.Series(from_topo, index=comm.index, dtype="float"))
+    codes = row_codes([comm[S.RANK], comm[S.GROUP]])
+    first = first_rows(codes)
+    sizes = np.full(first.size, np.nan)
+    for i, (r, g) in enumerate(zip(comm[S.RANK].iloc[first], comm[S.GROUP].iloc[first],
+                                   strict=True)):
+        if pd.notna(r) and pd.notna(g) and (m := topo.group_of(int(r), str(g))):
+            sizes[i] = float(len(m))
+    return own.fillna(pd.Series(sizes[codes], index=comm.index, dtype="float"))
 
 
 def _from_wrappers(comm: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
     """A gloo annotation takes the verdict of the c10d op that caused it."""
-    linked = comm[comm[F.LINK] >= 0]
-    if linked.empty:
+    link = comm[F.LINK].to_numpy()
+    linked = np.flatnonzero(link >= 0)
+    if not linked.size:
         return groups
-    by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
-    target = by_row.reindex(linked[F.LINK]).to_numpy()
-    out = groups.copy()
-    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES):
-        out.loc[target, col] = groups.loc[linked.index, col].to_numpy()
-    out.loc[target, F.GROUP_REASON] = (
-        "linked c10d op: " + groups.loc[linked.index, F.GROUP_REASON].astype(str)).to_numpy()
+    position = pd.Series(np.arange(len(comm)), index=comm[F.ROW].to_numpy())
+    target = position.reindex(link[linked]).to_numpy().astype(np.int64)
+    out = groups.copy(deep=False)  # the columns written are replaced, not modified
+    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES, F.GROUP_REASON):
+        values = groups[col].to_numpy(dtype=object, copy=True)
+        taken = values[linked]
+        if col == F.GROUP_REASON:
+            taken = np.array(["linked c10d op: " + r if isinstance(r, str) else np.nan
+                              for r in taken], dtype=object)
+        values[target] = taken
+        out[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
     return out
 
 

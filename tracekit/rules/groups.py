@@ -328,7 +328,7 @@ def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame
     candidates). Needs a topology and two or more rank files. Runs once per distinct
     (rank, call, earlier candidates).
     """
-    out = comm[[S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, F.CANDIDATES]].copy()
+    out = comm[[S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, F.CANDIDATES]]
     if topo is None or comm[S.RANK].nunique() < 2:
         return out
     calls = row_codes([comm[S.NAME], comm[S.OP], comm[S.CALL_SITE]])
