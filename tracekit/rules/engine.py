@@ -36,7 +36,7 @@ from tracekit.rules.groups import (
     kernel_group,
     participants_pass,
 )
-from tracekit.rules.kernels import classify, rule_column
+from tracekit.rules.kernels import classify_table, rule_column
 from tracekit.rules.keys import first_rows, objects, row_codes, tuple_keys
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
@@ -110,7 +110,7 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     events = run.events
     frame = to_frame(events, _NEEDED)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
-    krule = classify(frame, rules)
+    krule = classify_table(events, rules)
     cls = rule_column(krule, rules, "cls")
     verdict = _attribute_comm(frame, krule, rules, topo, run, cross_rank)
     return _assemble(events, krule, cls, verdict, rules), collective_units(verdict)
