@@ -62,7 +62,7 @@ def to_frame(table: pa.Table, columns: Sequence[str] | None = None) -> pd.DataFr
     if columns is not None:
         table = table.select([c for c in columns if c in table.column_names])
     text = [f.name for f in table.schema if _is_text(f)]
-    rest = table.drop_columns(text).combine_chunks().to_pandas()
+    rest = decoded(table.drop_columns(text)).combine_chunks().to_pandas()
     data = {name: (pd.Series(_objects(table.column(name)), dtype=object, copy=False)
                    if name in text else rest[name]) for name in table.column_names}
     return pd.DataFrame(data, copy=False)

@@ -1,0 +1,89 @@
+"""Code-space keys of the rules engine (rules/keys.py) and the nested-row search built on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracekit import schema as S
+from tracekit.rules.keys import first_rows, objects, row_codes, spread, tuple_keys
+from tracekit.rules.nesting import nested_source
+
+
+def test_row_codes_number_distinct_tuples_in_order_of_first_appearance() -> None:
+    # GIVEN three columns where rows 0 and 3, and rows 1 and 4 (missing values), agree
+    a = pd.Series(["x", None, "y", "x", np.nan], dtype=object)
+    b = np.array([1, 2, 1, 1, 2])
+    c = [(1, 2), None, (1, 2), (1, 2), None]
+    # WHEN the rows are coded
+    codes = row_codes([a, b, c])
+    # THEN equal rows share a code, numbered by first appearance, missing equal to missing
+    assert codes.tolist() == [0, 1, 2, 0, 1]
+    assert first_rows(codes).tolist() == [0, 1, 2]
+
+
+def test_row_codes_do_not_collide_when_codes_would_overflow_a_naive_product() -> None:
+    # GIVEN many columns each with many distinct values
+    rng = np.random.default_rng(0)
+    cols = [rng.integers(0, 5000, size=20000) for _ in range(8)]
+    # WHEN coded THEN the codes separate exactly the distinct row tuples
+    codes = row_codes(cols)
+    tuples = list(zip(*(c.tolist() for c in cols), strict=True))
+    assert len(set(codes.tolist())) == len(set(tuples))
+    by_code: dict[int, tuple[int, ...]] = {}
+    for code, t in zip(codes.tolist(), tuples, strict=True):
+        assert by_code.setdefault(code, t) == t
+
+
+def test_objects_and_spread_keep_tuples_as_elements_and_object_dtype() -> None:
+    s = objects([("a", "b"), ("c", "d"), None])
+    assert s.dtype == object and s.iloc[0] == ("a", "b") and s.iloc[2] is None
+    out = spread(["p", "q"], np.array([1, 1, 0]), pd.Index([5, 6, 7]))
+    assert out.dtype == object and out.tolist() == ["q", "q", "p"]
+    assert out.index.tolist() == [5, 6, 7]
+
+
+def test_tuple_keys_share_one_tuple_per_member_list() -> None:
+    ranks = pd.Series([np.array([0, 1], dtype=np.int32), None, np.array([], dtype=np.int32),
+                       np.array([0, 1], dtype=np.int32), [2, 3]], dtype=object)
+    keys = tuple_keys(ranks)
+    assert keys == [(0, 1), None, None, (0, 1), (2, 3)]
+    assert keys[0] is keys[3]
+
+
+def _nested_by_pairs(comm: pd.DataFrame, need: pd.Series,
+                     have: pd.Series) -> dict[int, int]:
+    """Reference: for each need row, the first have row on its thread starting at or after it
+    and ending inside it, else the last one starting at or before it that encloses it."""
+    out: dict[int, int] = {}
+    rows = comm.assign(_end=comm[S.TS_NS] + comm[S.DUR_NS])
+    for i in rows.index[need.to_numpy()]:
+        me = rows.loc[i]
+        lane = rows[(rows[S.RANK] == me[S.RANK]) & (rows[S.PID] == me[S.PID])
+                    & (rows[S.TID] == me[S.TID]) & have.to_numpy()]
+        after = lane[lane[S.TS_NS] >= me[S.TS_NS]].sort_values(S.TS_NS)
+        if len(after) and after["_end"].iloc[0] <= me["_end"]:
+            out[i] = int(after.index[0])
+            continue
+        before = lane[lane[S.TS_NS] <= me[S.TS_NS]].sort_values(S.TS_NS)
+        if len(before) and before["_end"].iloc[-1] >= me["_end"]:
+            out[i] = int(before.index[-1])
+    return out
+
+
+def test_nested_source_matches_a_pairwise_search() -> None:
+    # GIVEN random rows on a few threads, distinct starts, half of them decided
+    rng = np.random.default_rng(1)
+    n = 400
+    comm = pd.DataFrame({
+        S.RANK: rng.integers(0, 2, n), S.PID: rng.integers(0, 2, n),
+        S.TID: rng.integers(0, 3, n).astype(float),
+        S.TS_NS: rng.permutation(np.arange(n) * 10),
+        S.DUR_NS: rng.integers(1, 80, n),
+    }, index=pd.RangeIndex(1000, 1000 + n))
+    have = pd.Series(rng.random(n) < 0.5, index=comm.index)
+    need = ~have
+    # WHEN the nested sources are searched THEN they are the pairwise reference's
+    found = nested_source(comm, need, have).dropna().astype(int).to_dict()
+    expected = _nested_by_pairs(comm, need, have)
+    assert expected and found == expected
