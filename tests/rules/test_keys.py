@@ -87,3 +87,34 @@ def test_nested_source_matches_a_pairwise_search() -> None:
     found = nested_source(comm, need, have).dropna().astype(int).to_dict()
     expected = _nested_by_pairs(comm, need, have)
     assert expected and found == expected
+
+
+def test_to_frame_holds_the_values_of_to_pandas_with_text_as_python_strings() -> None:
+    import pyarrow as pa
+
+    from tracekit.tables import to_frame, to_pandas
+
+    # GIVEN a two-chunk table with a dictionary column whose chunks differ, a plain string
+    # column, an int column with a null and a list column
+    part = pa.table({
+        "d": pa.array(["a", None, "b"]).dictionary_encode(),
+        "s": pa.array(["x", "y", None]),
+        "i": pa.array([1, None, 3], pa.int64()),
+        "l": pa.array([[1], None, []], pa.list_(pa.int32())),
+    })
+    other = pa.table({
+        "d": pa.array(["c", "a", "a"]).dictionary_encode(), "s": pa.array([None, "z", "x"]),
+        "i": pa.array([4, 5, 6], pa.int64()), "l": pa.array([[2, 3], [], None],
+                                                             pa.list_(pa.int32())),
+    })
+    table = pa.concat_tables([part, other])
+    # WHEN converted both ways
+    frame, reference = to_frame(table, ["d", "s", "i", "l"]), to_pandas(table)
+    # THEN text columns are object dtype with None where null, the rest as to_pandas
+    for col in ("d", "s"):
+        assert frame[col].dtype == object
+        expected = [v if isinstance(v, str) else None for v in reference[col]]
+        assert frame[col].tolist() == expected
+    pd.testing.assert_series_equal(frame["i"], reference["i"])
+    assert [None if v is None else v.tolist() for v in frame["l"]] == \
+        [None if v is None else v.tolist() for v in reference["l"]]
