@@ -118,3 +118,17 @@ def test_to_frame_holds_the_values_of_to_pandas_with_text_as_python_strings() ->
     pd.testing.assert_series_equal(frame["i"], reference["i"])
     assert [None if v is None else v.tolist() for v in frame["l"]] == \
         [None if v is None else v.tolist() for v in reference["l"]]
+
+
+def test_lane_time_keys_sort_by_lane_then_time_also_when_the_span_is_huge() -> None:
+    from tracekit.rules.keys import lane_time_keys
+
+    rng = np.random.default_rng(2)
+    lanes = rng.integers(0, 50, 300)
+    for times in (rng.integers(0, 10**6, 300), rng.integers(-(2**62), 2**62, 300)):
+        keys, width = lane_time_keys(lanes, times)
+        order = np.lexsort((times, lanes))
+        assert (np.diff(keys[order]) >= 0).all()
+        assert ((keys // width) == lanes).all()
+        # equal (lane, time) pairs and only those share a key
+        assert len(set(keys.tolist())) == len(set(zip(lanes.tolist(), times.tolist(), strict=True)))

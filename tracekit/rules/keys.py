@@ -18,18 +18,26 @@ def row_codes(columns: Sequence[Any]) -> np.ndarray:
     """One code per row, equal where every column is equal (missing values equal each other),
     numbered 0.. in order of first appearance. Values must be hashable."""
     key: np.ndarray | None = None
+    span = 1  # key < span
     for column in columns:
         if not isinstance(column, pd.Series | np.ndarray):
             column = objects(column)  # a list (of tuples, say): one element per row
         codes, uniques = pd.factorize(column)
         codes = codes.astype(np.int64) + 1  # missing (-1) becomes its own value 0
+        width = len(uniques) + 1
         if key is None:
-            key = codes
-        else:
-            key = pd.factorize(key * (len(uniques) + 1) + codes)[0].astype(np.int64)
+            key, span = codes, width
+            continue
+        if span * width >= _MAX_KEY:  # renumber before the product could overflow
+            key = pd.factorize(key)[0].astype(np.int64)
+            span = int(key.max()) + 1 if key.size else 1
+        key, span = key * width + codes, span * width
     if key is None:
         return np.zeros(0, dtype=np.int64)
     return pd.factorize(key)[0].astype(np.int64)
+
+
+_MAX_KEY = 1 << 62
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:
@@ -68,3 +76,19 @@ def tuple_keys(lists: pd.Series) -> list[tuple[int, ...] | None]:
         else:
             out.append(tuple(int(r) for r in v))
     return out
+
+
+def lane_time_keys(lanes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int]:
+    """(lane, time) pairs as one integer that sorts by lane, then time, and the width of a
+    lane (``key // width`` is the lane). Times are offset from the earliest, or replaced by
+    their rank where lanes x time span would not fit in 62 bits."""
+    if not times.size:
+        return np.zeros(0, dtype=np.int64), 1
+    low = int(times.min())
+    width = int(times.max()) - low + 1
+    lanes = lanes.astype(np.int64)
+    if (int(lanes.max()) + 1) * width < _MAX_KEY:
+        return lanes * width + (times.astype(np.int64) - low), width
+    ranked = np.unique(times, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    width = int(ranked.max()) + 1
+    return lanes * width + ranked, width

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.keys import row_codes
+from tracekit.rules.keys import lane_time_keys, row_codes
 
 _LANE = [S.RANK, S.PID, S.TID]
 _LAUNCH_FACTS = (S.PID, S.TID, S.TS_NS)  # of the runtime launch
@@ -74,10 +74,8 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
         np.concatenate([comm[S.RANK].to_numpy()[kernel], comm[S.RANK].to_numpy()[host]]),
         np.concatenate([l_pid, comm[S.PID].to_numpy()[host].astype(np.int64)]),
         np.concatenate([l_tid, comm[S.TID].to_numpy()[host].astype(np.int64)])])
-    ranked = np.unique(np.concatenate([l_ts, h_ts]), return_inverse=True)[1]
-    width = int(ranked.max()) + 1
-    l_key = lanes[:kernel.size] * width + ranked[:kernel.size]
-    h_key = lanes[kernel.size:] * width + ranked[kernel.size:]
+    keys, width = lane_time_keys(lanes, np.concatenate([l_ts, h_ts]))
+    l_key, h_key = keys[:kernel.size], keys[kernel.size:]
     # the host ops by start (ties in the order a merge_asof on them would see), then by lane
     order = np.argsort(h_ts)
     order = order[np.argsort(h_key[order] // width, kind="stable")]

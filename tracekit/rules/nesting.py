@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
-from tracekit.rules.keys import row_codes
+from tracekit.rules.keys import lane_time_keys, row_codes
 
 _KEYS = [S.RANK, S.PID, S.TID]
 
@@ -34,11 +34,10 @@ def nested_source(comm: pd.DataFrame, need: pd.Series, have: pd.Series) -> pd.Se
     have_at = have_at[np.argsort(start[have_at])]
     have_at = have_at[np.argsort(lane[have_at], kind="stable")]
     h_lane, l_lane, l_end = lane[have_at], lane[need_at], end[need_at]
-    # (lane, start) as one sortable integer: starts replaced by their rank among all starts
-    ranked = np.unique(np.concatenate([start[have_at], start[need_at]]), return_inverse=True)[1]
-    width = int(ranked.max()) + 1
-    h_key = h_lane * width + ranked[:have_at.size]
-    l_key = l_lane * width + ranked[have_at.size:]
+    # (lane, start) as one sortable integer
+    keys, _ = lane_time_keys(np.concatenate([h_lane, l_lane]),
+                             np.concatenate([start[have_at], start[need_at]]))
+    h_key, l_key = keys[:have_at.size], keys[have_at.size:]
     # the first have row on the lane starting at or after the row (enclosed by it) ...
     fwd = np.searchsorted(h_key, l_key, side="left")
     inner = fwd < have_at.size
