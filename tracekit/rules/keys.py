@@ -22,9 +22,7 @@ def row_codes(columns: Sequence[Any]) -> np.ndarray:
     for column in columns:
         if not isinstance(column, pd.Series | np.ndarray):
             column = objects(column)  # a list (of tuples, say): one element per row
-        codes, uniques = pd.factorize(column)
-        codes = codes.astype(np.int64) + 1  # missing (-1) becomes its own value 0
-        width = len(uniques) + 1
+        codes, width = _codes(column)
         if key is None:
             key, span = codes, width
             continue
@@ -38,6 +36,17 @@ def row_codes(columns: Sequence[Any]) -> np.ndarray:
 
 
 _MAX_KEY = 1 << 62
+
+
+def _codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes 0.. of one column (0: missing) and how many there can be."""
+    values = column.to_numpy() if isinstance(column, pd.Series) else column
+    if values.dtype.kind in "iu" and values.size:
+        low, high = int(values.min()), int(values.max())
+        if high - low < 4 * values.size:  # a dense range: the offset is the code, no hashing
+            return values.astype(np.int64) - (low - 1), high - low + 2
+    codes, uniques = pd.factorize(column)
+    return codes.astype(np.int64) + 1, len(uniques) + 1  # missing (-1) becomes 0
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:
