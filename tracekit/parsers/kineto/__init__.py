@@ -144,10 +144,11 @@ def _text(pg: Mapping[str, Any], key: str, i: int, path: Path) -> str | None:
 
 
 def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> RankTables:
-    """Parse one Kineto file; ``rank`` forces the rank (else distributedInfo, else the name);
-    ``jobs`` > 1 decodes a big file's pieces in that many processes."""
+    """Parse one Kineto file; ``rank`` forces the rank (else distributedInfo, else the name).
+    ``jobs`` is accepted for callers that pass it and has no effect: a file is read in this
+    process (the native scan runs in a thread beside the read)."""
     with lean_memory(), no_gc():  # no collection passes over the decoded args meanwhile
-        trace = parse_file(path, jobs)
+        trace = parse_file(path)
         info = _dist_info(trace.meta)
         r = _rank(info, path, rank)
         rows, by_name, by_uid = _groups(info, r, path)
