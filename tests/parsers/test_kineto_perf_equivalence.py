@@ -14,8 +14,8 @@ from tracekit.errors import BadInputError
 from tracekit.parsers.kineto import load_kineto_file
 from tracekit.parsers.kineto import native as kineto_native
 from tracekit.parsers.kineto import read as kineto_read
+from tracekit.parsers.kineto.native_reader import read_whole
 from tracekit.parsers.kineto.parse import _meta
-from tracekit.parsers.kineto.whole import read_whole
 
 pytestmark = pytest.mark.skipif(
     kineto_native.accumulator() is None,

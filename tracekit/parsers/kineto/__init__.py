@@ -1,7 +1,7 @@
 """torch.profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``) -> EVENTS of one rank.
 
 ``load_kineto_file`` parses one file (TRACE_FORMATS.md Part A): ``kineto_parse`` streams the
-event array into columns, ``kineto_table`` derives kinds, threads, devices and communication
+event array into columns, ``kineto_events_table`` derives kinds, threads, devices and communication
 columns, and this module reads ``distributedInfo`` into PROCESS_GROUPS and RANK_INFO.
 
 As a format of the per-rank driver (tracekit.parsers) it finds the rank files of a path
@@ -22,12 +22,12 @@ import pyarrow as pa
 from tracekit import schema as S
 from tracekit.errors import BadInputError, ConfigError
 from tracekit.model import LoadOptions, Run
-from tracekit.parsers.kineto.codes import conform
 from tracekit.parsers.kineto.comm import kernel_rules_digest, parse_int_list
+from tracekit.parsers.kineto.dict_codes import conform
+from tracekit.parsers.kineto.events_table import build_events_from
 from tracekit.parsers.kineto.files import trace_files
 from tracekit.parsers.kineto.parse import no_gc, parse_file, release_memory
-from tracekit.parsers.kineto.spread import lean_memory
-from tracekit.parsers.kineto.table import build_events_from
+from tracekit.parsers.kineto.sparse_columns import lean_memory
 from tracekit.parsers.names import rank_from_name
 from tracekit.parsers.rank_input import RankInput, entry_key, file_identity
 

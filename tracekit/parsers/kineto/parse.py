@@ -1,8 +1,8 @@
 """Parse one Kineto file into raw columns.
 
-One reader: the native accumulator (kineto_whole: the file in blocks, columns built in C),
+One reader: the native accumulator (kineto_native_reader: the file in blocks, columns built in C),
 which hands each block it declines to msgspec (kineto_msgspec). When the extension is not
-built, ``TRACEKIT_NATIVE=0``, or the accumulator cannot settle the file (see kineto_whole),
+built, ``TRACEKIT_NATIVE=0``, or the accumulator cannot settle the file (see kineto_native_reader),
 msgspec reads the same blocks alone, in this process (``_blocks_by_msgspec``). Both give the
 same columns; ``RawTrace.reader`` says which read the file.
 
@@ -25,13 +25,13 @@ import msgspec
 from tracekit.errors import BadInputError
 from tracekit.limits import MAX_EVENT
 from tracekit.parsers.kineto import read as R
+from tracekit.parsers.kineto.block_columns import Piece
 from tracekit.parsers.kineto.diagnose import unreadable
+from tracekit.parsers.kineto.events_table import concat_pieces
 from tracekit.parsers.kineto.msgspec_reader import decode_buffer
-from tracekit.parsers.kineto.piece import Piece
-from tracekit.parsers.kineto.raw import MSGSPEC, RawTrace
-from tracekit.parsers.kineto.spread import release_memory
-from tracekit.parsers.kineto.table import concat_pieces
-from tracekit.parsers.kineto.whole import read_whole
+from tracekit.parsers.kineto.native_reader import read_whole
+from tracekit.parsers.kineto.raw_trace import MSGSPEC, RawTrace
+from tracekit.parsers.kineto.sparse_columns import release_memory
 
 __all__ = ["MSGSPEC", "RawTrace", "decode_buffer", "no_gc", "parse_file", "release_memory"]
 
