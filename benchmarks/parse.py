@@ -9,8 +9,9 @@ python stacks and ac2g flows (at 500 MB: about 2.4 M events). It is written as p
 that both tools read the same bytes (throughput is MB of uncompressed JSON per second).
 
 Each tool loads the same file in a fresh process: tracekit with ``tracekit.parsers.load_run``
-(``--jobs``: the cores it may use, default all; one file is parsed in one process, whose
-native scan runs in a worker thread beside the main thread), HTA with
+(``--jobs``: the cores it may use, default all; one file is parsed in one process by either
+reader, the msgspec fallback too, and the native scan runs in a worker thread beside the main
+thread), HTA with
 ``TraceAnalysis(trace_dir=...)`` in its own venv (``benchmarks/_work/hta-venv``,
 holistictraceanalysis pinned in ``_hta_env.py``). Printed: load time, MB/s, MB/s per core,
 MB per CPU-second, peak RSS of the process tree, and the ratios against the targets of

@@ -16,7 +16,7 @@ import pytest
 
 from tracekit import api
 from tracekit.errors import BadInputError
-from tracekit.parsers import ascend
+from tracekit.parsers import ascend, load_run
 
 OUT = "ASCEND_PROFILER_OUTPUT"
 
@@ -95,7 +95,7 @@ def test_malformed_export_one_line_error(
     breaker(truth.rank_dirs[0])
     # WHEN loaded with the default policy
     with pytest.raises(BadInputError) as info:
-        ascend.load_ascend(tmp_path, api.LoadOptions())
+        load_run(tmp_path, api.LoadOptions())
     # THEN one line that names the broken file and the problem, nothing else
     text = str(info.value)
     assert "\n" not in text
@@ -108,7 +108,7 @@ def test_skip_policy_keeps_the_good_ranks(tmp_path: Path) -> None:
     truth = mk.write_export(tmp_path, world=2, export="text")
     _truncate(truth.rank_dirs[1] / OUT / "trace_view.json")
     # WHEN loaded with on_error="skip"
-    run = ascend.load_ascend(tmp_path, api.LoadOptions(on_error="skip"))
+    run = load_run(tmp_path, api.LoadOptions(on_error="skip"))
     # THEN rank 0 is there and the skipped file is reported with its reason
     assert run.ranks == [0]
     assert len(run.skipped) == 1 and run.skipped[0][0].endswith("trace_view.json")
@@ -120,8 +120,8 @@ def test_rank_must_be_known(tmp_path: Path) -> None:
     truth = mk.write_export(tmp_path, world=1, export="text")
     (truth.rank_dirs[0] / "profiler_info_0.json").unlink()
     with pytest.raises(BadInputError, match="cannot tell the rank"):
-        ascend.load_ascend(tmp_path, api.LoadOptions())
-    assert ascend.load_ascend(tmp_path, api.LoadOptions(rank=5)).ranks == [5]
+        load_run(tmp_path, api.LoadOptions())
+    assert load_run(tmp_path, api.LoadOptions(rank=5)).ranks == [5]
 
 
 def test_duplicate_ranks_are_an_error(tmp_path: Path) -> None:
@@ -129,13 +129,17 @@ def test_duplicate_ranks_are_an_error(tmp_path: Path) -> None:
     info = truth.rank_dirs[1] / "profiler_info_1.json"
     info.write_text(info.read_text().replace('"rank_id": 1', '"rank_id": 0'))
     with pytest.raises(BadInputError, match="rank 0 appears twice"):
-        ascend.load_ascend(tmp_path, api.LoadOptions())
+        load_run(tmp_path, api.LoadOptions())
 
 
 def test_not_an_export(tmp_path: Path) -> None:
+    # GIVEN an empty folder THEN the Ascend format finds no rank in it
     assert not ascend.sniff(tmp_path)
     with pytest.raises(BadInputError, match="not an Ascend export"):
-        ascend.load_ascend(tmp_path, api.LoadOptions())
+        ascend.rank_inputs(tmp_path, api.LoadOptions())
+    # AND the driver, which sniffs the formats, says there is no trace of either kind
+    with pytest.raises(BadInputError, match="Kineto traces, or an Ascend"):
+        load_run(tmp_path, api.LoadOptions())
 
 
 def test_cli_prints_one_line_and_exits_2(
@@ -198,13 +202,13 @@ def test_worker_processes_give_the_same_run_and_errors(tmp_path: Path) -> None:
     truth = mk.write_export(tmp_path, world=3, export="text")
     _truncate(truth.rank_dirs[2] / OUT / "trace_view.json")
     # WHEN loaded inline and with two workers, skipping the bad rank
-    inline = ascend.load_ascend(tmp_path, api.LoadOptions(jobs=1, on_error="skip"))
-    pooled = ascend.load_ascend(tmp_path, api.LoadOptions(jobs=2, on_error="skip"))
+    inline = load_run(tmp_path, api.LoadOptions(jobs=1, on_error="skip"))
+    pooled = load_run(tmp_path, api.LoadOptions(jobs=2, on_error="skip"))
     # THEN the tables and the skip report are identical
     assert pooled.events.equals(inline.events)
     assert pooled.process_groups.equals(inline.process_groups)
     assert pooled.skipped == inline.skipped and len(pooled.skipped) == 1
     # and with the default policy the worker's error is raised here, one line
     with pytest.raises(BadInputError, match="invalid JSON") as info:
-        ascend.load_ascend(tmp_path, api.LoadOptions(jobs=2))
+        load_run(tmp_path, api.LoadOptions(jobs=2))
     assert "\n" not in str(info.value)

@@ -17,7 +17,7 @@ import pytest
 
 from tracekit import api
 from tracekit import schema as S
-from tracekit.parsers import ascend
+from tracekit.parsers import ascend, load_run
 from tracekit.rules.labels import PathLabel
 from tracekit.rules.loader import load_file, packaged_rules
 from tracekit.rules.model import KernelRule
@@ -46,7 +46,7 @@ def test_hccl_ops_times_bytes_and_groups(tmp_path: Path, export: str) -> None:
     # GIVEN a 2-rank export where tp and moe_ep have the same members but are two communicators
     truth = mk.write_export(tmp_path, world=2, moe="deepep_normal", export=export)
     # WHEN loaded
-    run = ascend.load_ascend(tmp_path, api.LoadOptions())
+    run = load_run(tmp_path, api.LoadOptions())
     ops = _ops(run)
     want = sorted(truth.ops, key=lambda o: (o.rank, o.ts_ns))
     # THEN every HCCL op is there with exact ns, op, bytes = count x dtype size, and its group
@@ -74,8 +74,8 @@ def test_text_and_db_exports_of_one_run_agree(tmp_path: Path) -> None:
     mk.write_export(tmp_path / "t", world=2, moe="mc2", export="text")
     mk.write_export(tmp_path / "d", world=2, moe="mc2", export="db")
     # WHEN both are loaded
-    t = ascend.load_ascend(tmp_path / "t", api.LoadOptions())
-    d = ascend.load_ascend(tmp_path / "d", api.LoadOptions())
+    t = load_run(tmp_path / "t", api.LoadOptions())
+    d = load_run(tmp_path / "d", api.LoadOptions())
     # THEN the communication columns and totals are identical
     cols = [S.RANK, S.NAME, S.TS_NS, S.DUR_NS, S.OP, S.DTYPE, S.IN_BYTES, S.OUT_BYTES,
             S.PG_NAME, S.PG_DESC, S.GROUP_SIZE]
@@ -92,7 +92,7 @@ def test_sdma_rows_are_marked_as_containing_hccs(tmp_path: Path) -> None:
     # GIVEN an export whose ops move their bytes over HCCS (hence also SDMA)
     truth = mk.write_export(tmp_path, world=2, export="text")
     # WHEN loaded
-    bw = ascend.load_ascend(tmp_path, api.LoadOptions()).extra[ascend.EXTRA_BANDWIDTH]
+    bw = load_run(tmp_path, api.LoadOptions()).extra[ascend.EXTRA_BANDWIDTH]
     # THEN HCCS / PCIE / SIO are flagged in_sdma, and SDMA + RDMA is the op's bytes once
     flagged = dict(zip(bw[S.TRANSPORT].to_pylist(), bw[S.IN_SDMA].to_pylist(), strict=True))
     assert flagged == {"RDMA": False, "HCCS": True, "PCIE": True, "SDMA": False, "SIO": True}
@@ -109,7 +109,7 @@ def test_hash_tail_resolves_groups_without_communication_json(tmp_path: Path) ->
         (rdir / "ASCEND_PROFILER_OUTPUT" / "communication.json").unlink()
         (rdir / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json").unlink()
     # WHEN loaded
-    ops = _ops(ascend.load_ascend(tmp_path, api.LoadOptions()))
+    ops = _ops(load_run(tmp_path, api.LoadOptions()))
     want = sorted(truth.ops, key=lambda o: (o.rank, o.ts_ns))
     # THEN each op still gets its own communicator
     assert ops[S.PG_DESC].to_pylist() == [o.group_name for o in want]
@@ -121,7 +121,7 @@ def test_moe_kernels_are_device_kernels_with_links(tmp_path: Path) -> None:
     # GIVEN a FuseEP export
     truth = mk.write_export(tmp_path, world=2, moe="fuseep", export="text")
     # WHEN loaded
-    ev = ascend.load_ascend(tmp_path, api.LoadOptions()).events
+    ev = load_run(tmp_path, api.LoadOptions()).events
     fused = ev.filter(pc.match_substring(ev[S.NAME].cast(pa.string()), "FusedDeepMoe"))
     # THEN they are kernel rows on stream 6 of their device with the written start and length
     want = [k for k in truth.kernels if "FusedDeepMoe" in k.name]
@@ -159,7 +159,7 @@ def test_npu_rules_decide_deepep_or_fuseep(
     DispatchFFNCombine, dispatch_gmm_combine_decode are FuseEP: fused, never communication."""
     # GIVEN the parsed MoE kernel rows of the export and the packaged rules
     mk.write_export(tmp_path, world=2, moe=moe, export="text")
-    ev = ascend.load_ascend(tmp_path, api.LoadOptions()).events
+    ev = load_run(tmp_path, api.LoadOptions()).events
     names = [n for n in dict.fromkeys(ev[S.NAME].to_pylist()) if n in mk.MOE_KERNELS[moe]]
     rules = packaged_rules().kernel_classes
     # WHEN each is matched as the engine does (first rule, file priority order)
@@ -177,7 +177,7 @@ def test_npu_rules_make_hccl_ops_the_instances(tmp_path: Path) -> None:
     """B.4 / B.7: the hcom_* op carries the time (instance); HcclAllreduce cpu ops and the
     op's SDMA / Notify Wait hardware tasks do not count as compute."""
     mk.write_export(tmp_path, world=1, export="text")
-    ev = ascend.load_ascend(tmp_path, api.LoadOptions()).events
+    ev = load_run(tmp_path, api.LoadOptions()).events
     rules = load_file(NPU_RULES).kernel_classes
     # GIVEN the kinds of the rows WHEN classified
     pairs = set(zip(ev[S.NAME].to_pylist(), ev[S.KIND].to_pylist(), strict=True))
@@ -207,7 +207,7 @@ def test_single_rank_directory_and_output_dir(tmp_path: Path) -> None:
     for rdir in truth.rank_dirs:
         for p in (rdir, rdir / "ASCEND_PROFILER_OUTPUT"):
             assert ascend.sniff(p)
-            run = ascend.load_ascend(p, api.LoadOptions())
+            run = load_run(p, api.LoadOptions())
             assert run.ranks == [truth.rank_dirs.index(rdir)]
 
 
@@ -216,7 +216,7 @@ def test_one_collective_has_one_comms_id_on_every_rank(tmp_path: Path) -> None:
     rank, so (communicator, name) identifies one collective across ranks."""
     # GIVEN a 2-rank export WHEN loaded
     mk.write_export(tmp_path, world=2, export="text")
-    ops = _ops(ascend.load_ascend(tmp_path, api.LoadOptions())).to_pylist()
+    ops = _ops(load_run(tmp_path, api.LoadOptions())).to_pylist()
     by_rank = {r: [o for o in ops if o[S.RANK] == r] for r in (0, 1)}
     # THEN seq is the index in the name, and comms_id pairs the ranks' rows one to one
     for o in ops:
@@ -233,7 +233,7 @@ def test_rules_engine_tells_tp_from_moe_ep_and_fuseep_from_communication(
     FuseEP kernel is fused compute-plus-exchange on MOE_EP, never pure communication."""
     # GIVEN a FuseEP export with HCCL ops on tp and on moe_ep
     mk.write_export(tmp_path, world=2, moe="fuseep", export="text")
-    run = ascend.load_ascend(tmp_path, api.LoadOptions())
+    run = load_run(tmp_path, api.LoadOptions())
     # WHEN the attribute stage runs
     attributed, _ = api.attribute(run)
     rows = attributed.filter(pc.field(S.IS_INSTANCE)).to_pylist()
@@ -262,7 +262,7 @@ def test_kernel_details_alone_still_gives_the_ops(tmp_path: Path) -> None:
         for name in ("trace_view.json", "communication.json", "communication_matrix.json"):
             (rdir / "ASCEND_PROFILER_OUTPUT" / name).unlink()
     # WHEN loaded
-    run = ascend.load_ascend(tmp_path, api.LoadOptions())
+    run = load_run(tmp_path, api.LoadOptions())
     ops = _ops(run)
     want = sorted(truth.ops, key=lambda o: (o.rank, o.ts_ns))
     # THEN the ops keep exact starts, durations to the CSV's digits, and their groups
@@ -278,7 +278,7 @@ def test_the_registry_hands_ascend_directories_to_this_parser(tmp_path: Path) ->
     """tracekit.api.load sniffs the directory and delegates (the stage contract)."""
     mk.write_export(tmp_path, world=2, export="db")
     via_api = api.load(tmp_path)
-    direct = ascend.load_ascend(tmp_path, api.LoadOptions())
+    direct = load_run(tmp_path, api.LoadOptions())
     assert via_api.events.equals(direct.events)
     assert set(via_api.rank_info[S.FORMAT].to_pylist()) == {"ascend"}
 
@@ -294,7 +294,7 @@ def test_db_without_hccl_ops_still_gives_device_tasks(tmp_path: Path) -> None:
     with sqlite3.connect(db) as con:
         con.execute("DROP TABLE COMMUNICATION_OP")
     # WHEN loaded
-    ev = ascend.load_ascend(tmp_path, api.LoadOptions()).events
+    ev = load_run(tmp_path, api.LoadOptions()).events
     # THEN the kernels are all there with exact times and no op row is invented
     assert sorted(ev[S.TS_NS].to_pylist()) == sorted(k.ts_ns for k in truth.kernels)
     assert set(ev[S.OP].to_pylist()) == {None}

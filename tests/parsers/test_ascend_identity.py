@@ -24,7 +24,7 @@ import pytest
 
 from tracekit import api
 from tracekit import schema as S
-from tracekit.parsers import ascend
+from tracekit.parsers import ascend, load_run
 
 OP_RE = re.compile(r"^(hcom_[A-Za-z]+_)(?:AicpuKernel)?_(\d+)_(\d+)(?:_(\d+))?$")
 
@@ -47,7 +47,7 @@ def test_level0_db_export_loads(tmp_path: Path) -> None:
     with sqlite3.connect(truth.rank_dirs[0] / "ASCEND_PROFILER_OUTPUT" / "analysis.db") as c:
         assert {r[0] for r in c.execute("SELECT name FROM sqlite_master")} == {"StepTraceTime"}
     # WHEN loaded
-    run = ascend.load_ascend(tmp_path, api.LoadOptions())
+    run = load_run(tmp_path, api.LoadOptions())
     ops = _ops(run)
     want = sorted(truth.ops, key=lambda o: (o.rank, o.ts_ns))
     # THEN every op is there, exact, on its raw communicator name
@@ -75,8 +75,8 @@ def test_real_db_level1_loads_the_same_with_a_level0_analysis_db(
         db.unlink()
         mk.write_step_trace_only_analysis_db(db)
     # WHEN both are loaded
-    full = ascend.load_ascend(src, api.LoadOptions()).events
-    lean = ascend.load_ascend(copy, api.LoadOptions()).events
+    full = load_run(src, api.LoadOptions()).events
+    lean = load_run(copy, api.LoadOptions()).events
     # THEN everything but the analysis.db columns (and the file paths) is identical
     only_analysis = {S.PROF_TRANSIT_NS, S.PROF_WAIT_NS, S.PROF_SYNC_NS, S.PROF_IDLE_NS,
                      S.GROUP_SIZE, S.SOURCE}
@@ -96,7 +96,7 @@ def test_text_level0_ops_match_across_ranks_by_name_and_communicator(tmp_path: P
     # GIVEN a 2-rank Level0 text export
     truth = mk.write_export(tmp_path, world=2, moe="deepep_normal", export="text", level=0)
     # WHEN loaded
-    run = ascend.load_ascend(tmp_path, api.LoadOptions())
+    run = load_run(tmp_path, api.LoadOptions())
     ops = _ops(run)
     names = ops[S.NAME].to_pylist()
     # THEN the communicator identity is the name's hash tail, seq its index in the group
@@ -136,7 +136,7 @@ def test_lone_rank_from_kernel_details_never_waits(
     shutil.copy(ascend_msinsight / "test_rank_0/ASCEND_PROFILER_OUTPUT/kernel_details.csv", out)
     shutil.copy(ascend_msinsight / "test_rank_0/profiler_info_0.json", out.parent)
     # WHEN loaded and analysed
-    run = ascend.load_ascend(out.parent, api.LoadOptions())
+    run = load_run(out.parent, api.LoadOptions())
     ops = _ops(run)
     # THEN each named HCCL row is an op with its own (pg_name, op, seq)
     names = [n for n in ops[S.NAME].to_pylist()]
@@ -153,7 +153,7 @@ def test_lone_2023_rank_ops_of_other_communicators_never_share_an_instance(
     """B.4 / B.5: in test_rank_0, ops with index 0 exist in four communicators (483, 459,
     693, 822) and of several kinds; each is its own collective."""
     # GIVEN the real rank WHEN analysed
-    run = ascend.load_ascend(ascend_msinsight / "test_rank_0", api.LoadOptions())
+    run = load_run(ascend_msinsight / "test_rank_0", api.LoadOptions())
     ops = _ops(run)
     zero = [n for n in ops[S.NAME].to_pylist() if OP_RE.match(n).group(3) == "0"]  # type: ignore[union-attr]
     assert len({OP_RE.match(n).group(2) for n in zero}) == 4  # type: ignore[union-attr]
@@ -208,7 +208,7 @@ def test_databases_are_opened_immutable(tmp_path: Path, ascend_msinsight: Path) 
     before = _listing(rdir)
     # WHEN it is loaded
     try:
-        run = ascend.load_ascend(rdir, api.LoadOptions())
+        run = load_run(rdir, api.LoadOptions())
         after = _listing(rdir)
     finally:
         for p in [rdir, *rdir.rglob("*")]:
@@ -225,7 +225,7 @@ def test_fixture_levels_keep_comms_id_and_seq_equal_across_ranks(tmp_path: Path,
     """B.4: one collective has one (pg_name, op, seq) and one comms_id on every rank, whether
     the communicator is known by its full hash (Level1) or only its tail (Level0)."""
     mk.write_export(tmp_path, world=2, moe="mc2", export="text", level=level)
-    ops = _ops(ascend.load_ascend(tmp_path, api.LoadOptions()))
+    ops = _ops(load_run(tmp_path, api.LoadOptions()))
     rows = ops.select([S.RANK, S.NAME, S.PG_NAME, S.SEQ, S.COMMS_ID]).to_pylist()
     per_name: dict[str, set[tuple[object, ...]]] = {}
     for r in rows:

@@ -20,7 +20,7 @@ import pytest
 
 from tracekit import api
 from tracekit import schema as S
-from tracekit.parsers import ascend
+from tracekit.parsers import ascend, load_run
 from tracekit.parsers.ascend.hccl import double_hash
 from tracekit.parsers.ascend.meta import read_rank_meta
 from tracekit.parsers.ascend.ops import comm_columns
@@ -50,12 +50,12 @@ def _raw_trace_view_ops(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def text_run(ascend_msinsight: Path) -> api.Run:
-    return ascend.load_ascend(ascend_msinsight / "text_level1", api.LoadOptions())
+    return load_run(ascend_msinsight / "text_level1", api.LoadOptions())
 
 
 @pytest.fixture(scope="module")
 def db_run(ascend_msinsight: Path) -> api.Run:
-    return ascend.load_ascend(ascend_msinsight / "db_level1", api.LoadOptions())
+    return load_run(ascend_msinsight / "db_level1", api.LoadOptions())
 
 
 def test_double_hash_reproduces_the_reference_group(ascend_msinsight: Path) -> None:
@@ -197,7 +197,7 @@ def test_2023_layout_ops_come_from_communication_json(ascend_msinsight: Path, ra
         compute = [r for r in csv.reader(fh)][1:]
     n_compute = sum(1 for r in compute if r[6] != "HCCL")
     # WHEN the rank directory is loaded
-    run = ascend.load_ascend(out.parent, api.LoadOptions())
+    run = load_run(out.parent, api.LoadOptions())
     ops = _ops(run, rank)
     # THEN op counts per type and total communication time are the raw ones
     assert run.ranks == [rank]

@@ -25,7 +25,7 @@ import pytest
 
 from tracekit import api
 from tracekit import schema as S
-from tracekit.parsers import ascend
+from tracekit.parsers import load_run
 
 RANKS = (0, 1)
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -113,7 +113,7 @@ def test_kernel_details_and_op_statistic_counts(ascend_msinsight: Path, rank: in
     want_compute = Counter(r["Name"] for r in rows if r["Accelerator Core"] != "HCCL")
     want_hccl = Counter(r["Name"] for r in rows if r["Accelerator Core"] == "HCCL")
     # WHEN loaded (from trace_view.json, the richest text source)
-    run = ascend.load_ascend(ascend_msinsight / "text_level1", api.LoadOptions())
+    run = load_run(ascend_msinsight / "text_level1", api.LoadOptions())
     ev = run.events.filter(pc.and_(pc.equal(run.events[S.RANK], rank),
                                    pc.equal(run.events[S.KIND], S.Kind.KERNEL)))
     is_op = pc.is_valid(ev[S.OP])
@@ -156,7 +156,7 @@ def test_profiler_times_per_op_and_totals_from_communication_json(
     info = _comm_json(path)
     totals = _totals(path)
     # WHEN the rank directory is loaded
-    ev = ascend.load_ascend(rdir, api.LoadOptions()).events
+    ev = load_run(rdir, api.LoadOptions()).events
     ops = ev.filter(pc.is_valid(ev[S.OP])).to_pylist()
     # THEN every op carries its own figures
     assert sorted(o[S.NAME] for o in ops) == sorted(info)
@@ -179,7 +179,7 @@ def test_profiler_times_per_op_from_analysis_db(ascend_msinsight: Path, rank: in
     with _ro(out / "analysis.db") as con:
         con.row_factory = sqlite3.Row
         want = {r["hccl_op_name"]: dict(r) for r in con.execute("SELECT * FROM CommAnalyzerTime")}
-    run = ascend.load_ascend(out.parent, api.LoadOptions())
+    run = load_run(out.parent, api.LoadOptions())
     ops = run.events.filter(pc.is_valid(run.events[S.OP])).to_pylist()
     assert sorted(o[S.NAME] for o in ops) == sorted(want)
     for o in ops:
@@ -213,7 +213,7 @@ def test_communicator_size_comes_from_the_matrix(ascend_msinsight: Path, which: 
     assert size == 8
     own = {r: {s for _, s, _ in links[r]} for r in RANKS}  # a rank's src: its local rank
     # WHEN loaded
-    run = ascend.load_ascend(ascend_msinsight / which, api.LoadOptions())
+    run = load_run(ascend_msinsight / which, api.LoadOptions())
     ops = run.events.filter(pc.is_valid(run.events[S.OP]))
     # THEN every op has the communicator's real size and no guessed members
     assert set(ops[S.GROUP_SIZE].to_pylist()) == {size}
@@ -236,7 +236,7 @@ def test_members_come_from_cluster_analysis_output(ascend_msinsight: Path) -> No
                for ops in steps.values() for op in ops if "@" in op}
     assert members == {"9350434047717501483": list(range(8))}
     # WHEN both 2023 ranks are loaded from the folder that holds them (and the cluster output)
-    run = ascend.load_ascend(ascend_msinsight, api.LoadOptions())
+    run = load_run(ascend_msinsight, api.LoadOptions())
     assert run.ranks == [0, 1]
     ops = run.events.filter(pc.is_valid(run.events[S.OP])).to_pandas()
     # THEN the described group has its members and size; the others stay unknown
@@ -260,7 +260,7 @@ def test_2023_ranks_match_only_the_same_collective(ascend_msinsight: Path) -> No
              for r in RANKS}
     shared = names[0] & names[1]
     # WHEN both ranks are analysed
-    run = ascend.load_ascend(ascend_msinsight, api.LoadOptions())
+    run = load_run(ascend_msinsight, api.LoadOptions())
     m = api.analyze_run(run).measured.to_pandas()
     per = m.groupby(S.INSTANCE).agg(ranks=(S.RANK, "nunique"), names=(S.NAME, "nunique"),
                                     name=(S.NAME, "first"))

@@ -10,8 +10,9 @@ import pyarrow.compute as pc
 import pytest
 
 from tracekit.parsers.kineto import nest as kineto_nest
-from tracekit.parsers.kineto.codes import encode_codes, masked
+from tracekit.parsers.kineto.call_sites import _distinct, _enclosing, _parents, frame_order
 from tracekit.parsers.kineto.columns import _row_key
+from tracekit.parsers.kineto.dict_codes import encode_codes, masked
 from tracekit.parsers.kineto.nest import (
     FirstIndex,
     dict_mask,
@@ -19,9 +20,8 @@ from tracekit.parsers.kineto.nest import (
     ints_at,
     valid_mask,
 )
-from tracekit.parsers.kineto.ops import ShapeOps
-from tracekit.parsers.kineto.spread import Holders, spread, spread_fast
-from tracekit.parsers.kineto.stack import _distinct, _enclosing, _parents, frame_order
+from tracekit.parsers.kineto.shape_ops import ShapeOps
+from tracekit.parsers.kineto.sparse_columns import Holders, spread, spread_fast
 
 SEEDS = range(40)
 

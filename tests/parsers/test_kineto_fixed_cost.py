@@ -11,10 +11,10 @@ import pytest
 
 from tracekit import schema as S
 from tracekit.parsers.kineto import nest as kineto_nest
-from tracekit.parsers.kineto.codes import conform
 from tracekit.parsers.kineto.comm import parse_int_list
+from tracekit.parsers.kineto.dict_codes import conform
 from tracekit.parsers.kineto.parse import _meta
-from tracekit.parsers.kineto.spread import spread_fast, spread_small
+from tracekit.parsers.kineto.sparse_columns import spread_fast, spread_small
 
 
 def test_conform_equals_the_schema_conform() -> None:

@@ -14,8 +14,8 @@ from tracekit.errors import BadInputError
 from tracekit.parsers.kineto import load_kineto_file
 from tracekit.parsers.kineto import native as kineto_native
 from tracekit.parsers.kineto import read as kineto_read
+from tracekit.parsers.kineto.native_reader import read_whole
 from tracekit.parsers.kineto.parse import _meta
-from tracekit.parsers.kineto.whole import read_whole
 
 pytestmark = pytest.mark.skipif(
     kineto_native.accumulator() is None,
@@ -200,19 +200,3 @@ def test_the_native_reader_can_be_switched_off(
     assert kineto_native.accumulator() is None
     tables = load_kineto_file(write(tmp_path / "t.json", body(base_events())))
     assert tables.events.schema.metadata[S.READER_KEY.encode()] == b"msgspec"
-
-
-def test_worker_processes_on_the_msgspec_path_match_the_native_serial_parse(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN a trace read in many small pieces
-    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 512)
-    events = [ev(f"k{i}", "kernel", 10.0 + i, 1.0, correlation=i, **{"External id": i})
-              for i in range(200)] + base_events()
-    path = write(tmp_path / "t.json", body(events))
-    # WHEN parsed natively (serial), and with msgspec by two worker processes
-    monkeypatch.setenv("TRACEKIT_NATIVE", "1")
-    native = load_kineto_file(path, jobs=2).events
-    monkeypatch.setenv("TRACEKIT_NATIVE", "0")
-    pooled = load_kineto_file(path, jobs=2).events
-    # THEN the tables are identical
-    assert pooled.equals(native)

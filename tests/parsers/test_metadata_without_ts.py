@@ -12,8 +12,8 @@ import pytest
 
 from tracekit import schema as S
 from tracekit.parsers.kineto import load_kineto_file, native
+from tracekit.parsers.kineto.native_reader import read_whole
 from tracekit.parsers.kineto.parse import _meta
-from tracekit.parsers.kineto.whole import read_whole
 
 DIST = {"backend": "nccl", "rank": 0, "world_size": 1}
 

@@ -16,8 +16,8 @@ import pytest
 
 from tracekit import schema as S
 from tracekit.parsers.kineto import native as kineto_native
-from tracekit.parsers.kineto.accum import Accumulator
-from tracekit.parsers.kineto.wrap import timed_table
+from tracekit.parsers.kineto.accumulator import Accumulator
+from tracekit.parsers.kineto.native_columns import timed_table
 
 LIB = kineto_native.accumulator()
 pytestmark = pytest.mark.skipif(
@@ -175,7 +175,7 @@ _GUARD_CHILD = """
 import ctypes, mmap, sys
 import numpy as np
 from tracekit.parsers.kineto import native as kineto_native
-from tracekit.parsers.kineto.accum import Accumulator
+from tracekit.parsers.kineto.accumulator import Accumulator
 lib = kineto_native.accumulator()
 page = mmap.PAGESIZE
 m = mmap.mmap(-1, 2 * page)

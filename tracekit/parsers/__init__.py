@@ -1,39 +1,53 @@
-"""Parser registry: sniff the format of a file or run directory and load it into a Run.
+"""Parser registry and the one per-rank driver: sniff the format of a path, find its ranks,
+parse each (in parallel, through the parse cache), apply the ``on_error`` policy and put the
+ranks into one Run.
 
-``load_run(path, options)`` is the stage contract (ARCHITECTURE.md): a Kineto file, a directory
-of Kineto rank files (parsed in parallel through ``tracekit.engine.map_per_rank``, cached as
-Parquet with ``options.cache_dir``), or an Ascend export (delegated to
-``tracekit.parsers.ascend``). Importing this module is cheap: the parsers load lazily.
+``load_run(path, options)`` is the stage contract (ARCHITECTURE.md). A format is a module of
+this package that provides:
+
+* ``rank_inputs(path, options) -> list[RankInput]``: the ranks of the path (a Kineto rank
+  file, an Ascend rank directory), or a one-line error when there are none;
+* ``parse_rank(RankInput)``: one rank, parsed (picklable; BadInputError when it is bad input);
+* ``cache_key(RankInput)``, ``to_entry(parsed)``, ``from_entry(tables)``: its parse-cache
+  entry (tracekit.parsers.cache), keyed by the files the rank reads;
+* ``rank_of(parsed)``, ``source_of(parsed)``: its rank and what it was read from;
+* ``assemble(path, parsed ranks, skipped) -> Run``: the ranks put together (concatenated for
+  Kineto; for Ascend, with the steps that need every rank: communicator names, members, seq).
+
+The driver owns the rest, once for every format: the ranks are parsed through
+``tracekit.engine.map_per_rank`` (in this process for a small run), each through the cache
+when ``options.cache_dir`` is set; a rank that is bad input stops the load
+(``on_error="stop"``, its one-line error) or is listed in ``Run.skipped`` with the reason
+(``"skip"``); no readable rank, or a rank read twice, is an error. Importing this module is
+cheap: the formats load lazily, and a flat folder of files never imports the Ascend parser.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from tracekit.errors import BadInputError, ConfigError
+from tracekit.errors import BadInputError
+from tracekit.parsers.rank_input import RankFailure, RankInput
 
 if TYPE_CHECKING:
     from tracekit.model import LoadOptions, Run
-    from tracekit.parsers.kineto import RankTables
 
-TRACE_SUFFIXES = (".json", ".json.gz")
-# files that sit beside rank traces and are not traces themselves
-IGNORED_NAMES = ("manifest.json",)
-IGNORED_PATTERNS = ("*sidecar*.json", "*sidecar*.json.gz", "*fr_trace*.json", "*.fr_groups.json")
-_SNIFF_BYTES = 1 << 20
+# the formats, in the order they are sniffed (the last one takes whatever is left)
+ASCEND = "tracekit.parsers.ascend"
+KINETO = "tracekit.parsers.kineto"
 # tracekit.parsers.ascend.rank.OUTPUT, spelled here so that the check below imports nothing
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
 
 def _ascend() -> ModuleType | None:
     try:
-        return importlib.import_module("tracekit.parsers.ascend")
+        return importlib.import_module(ASCEND)
     except ModuleNotFoundError as exc:
-        if exc.name == "tracekit.parsers.ascend":
+        if exc.name == ASCEND:
             return None
         raise
 
@@ -53,44 +67,20 @@ def _may_be_ascend(path: Path) -> bool:
         return True  # the Ascend sniffer decides (and finds nothing)
 
 
-def _is_trace_name(path: Path) -> bool:
-    name = path.name
-    if not name.endswith(TRACE_SUFFIXES) or name in IGNORED_NAMES:
-        return False
-    return not any(path.match(p) for p in IGNORED_PATTERNS)
-
-
-def sniff_kineto(path: Path) -> bool | None:
-    """True: a Kineto trace; False: some other JSON (a sidecar, a config); None: unreadable
-    or not JSON (a broken trace, when its name says trace)."""
-    from tracekit.parsers.kineto.read import open_trace, read_block
-
-    try:
-        with open_trace(path) as stream:
-            head = read_block(stream, path, _SNIFF_BYTES)
-            complete = not stream.read(1)
-    except BadInputError:
-        return None
-    if b'"traceEvents"' in head:
-        return True
-    if not complete:
-        return None
-    import msgspec
-
-    try:
-        doc = msgspec.json.decode(head)
-    except msgspec.DecodeError:
-        return None
-    return isinstance(doc, dict) and "traceEvents" in doc
+def format_of(path: Path) -> ModuleType:
+    """The format module that reads ``path``: an Ascend export (always a directory with an
+    ASCEND_OUTPUT folder in it or below it), else Kineto."""
+    ascend = _ascend() if path.is_dir() and _may_be_ascend(path) else None
+    if ascend is not None and ascend.sniff(path):
+        return ascend
+    return importlib.import_module(KINETO)
 
 
 def trace_files(directory: Path) -> list[Path]:
-    """Rank files of a run directory (not recursive), sorted by name; sidecars and manifests
-    (JSON without traceEvents) are left out, unreadable trace-named files are kept (they fail
-    loudly when parsed)."""
-    # a trace-named FIFO or device is kept: it is refused, by name, when it is read
-    files = sorted(p for p in directory.iterdir() if not p.is_dir() and _is_trace_name(p))
-    return [p for p in files if sniff_kineto(p) is not False]
+    """The Kineto rank files of a run directory (tracekit.parsers.kineto.files)."""
+    from tracekit.parsers.kineto.files import trace_files as kineto_files
+
+    return kineto_files(directory)
 
 
 def load_run(path: Path, options: LoadOptions) -> Run:
@@ -98,103 +88,61 @@ def load_run(path: Path, options: LoadOptions) -> Run:
     path = Path(path)
     if not path.exists():
         raise BadInputError("no such file or directory", path)
-    # an Ascend export is always a directory with an ASCEND_OUTPUT folder in it or below
-    # it: a file, or a flat folder of files, never pays for importing that parser
-    ascend = _ascend() if path.is_dir() and _may_be_ascend(path) else None
-    if ascend is not None and ascend.sniff(path):
-        run: Run = ascend.load_ascend(path, options)
-        return run
-    if path.is_dir():
-        if options.rank is not None:
-            raise ConfigError("--rank applies to a single trace file, not to a run directory")
-        files = trace_files(path)
-        if not files:
-            raise BadInputError(
-                "no trace files in this directory (expected *.json or *.json.gz Kineto traces,"
-                " or an Ascend *_ascend_pt export)", path)
-        forced = None
-    else:
-        files = [path]
-        forced = options.rank
-    # one file: its pieces are decoded in parallel; several: one process per rank file
-    inner = (options.jobs or _cores()) if len(files) == 1 else 1
-    items = [(str(f), forced, str(options.cache_dir) if options.cache_dir else None, inner)
-             for f in files]
-    results = _map(load_rank_item, items, options, [_size(f) for f in files])
-    return _combine(path, results, options.on_error)
+    fmt = format_of(path)
+    inputs: list[RankInput] = fmt.rank_inputs(path, options)
+    cache_dir = str(options.cache_dir) if options.cache_dir else None
+    results = _map([(fmt.__name__, item, cache_dir) for item in inputs], options,
+                   [item.size for item in inputs])
+    ranks, skipped = _apply_policy(path, fmt, results, options.on_error)
+    run: Run = fmt.assemble(path, ranks, skipped)
+    return run
 
 
-def _map(func: Callable[[Any], Any], items: Sequence[Any], options: LoadOptions,
-         sizes: Sequence[int] | None = None) -> list[Any]:
-    try:
-        from tracekit.engine import map_per_rank
-    except ImportError:  # pragma: no cover - the engine module ships with tracekit
-        return [func(i) for i in items]
-    # sizes: a small run is parsed in this process unless --jobs asks for workers
-    return list(map_per_rank(
-        func, items, engine=options.engine, jobs=options.jobs, scheduler=options.scheduler,
-        progress=options.progress, label="parse", sizes=sizes))
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:  # reported as bad input by the reader
-        return 0
-
-
-def _cores() -> int:
-    import os
-
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def load_rank_item(
-    item: tuple[str, int | None, str | None, int],
-) -> RankTables | tuple[str, str]:
-    """Worker: one rank file -> RankTables, or (file, reason) when it is bad input."""
+def parse_rank_item(item: tuple[str, RankInput, str | None]) -> Any:
+    """Worker: one rank, parsed (through the cache), or its RankFailure when it is bad
+    input."""
     from tracekit.parsers.cache import cached_rank
 
-    path, forced, cache_dir, jobs = item
+    module, rank, cache_dir = item
+    fmt = importlib.import_module(module)
     try:
-        return cached_rank(Path(path), forced, Path(cache_dir) if cache_dir else None, jobs)
+        return cached_rank(fmt, rank, Path(cache_dir) if cache_dir else None)
     except BadInputError as exc:
-        return (path, exc.one_line())
+        return RankFailure(exc.path or rank.path, exc.message)
 
 
-def _combine(path: Path, results: Sequence[Any], on_error: str) -> Run:
-    import pyarrow as pa
+def _map(items: Sequence[tuple[str, RankInput, str | None]], options: LoadOptions,
+         sizes: Sequence[int]) -> list[Any]:
+    from tracekit.engine import map_per_rank
 
-    from tracekit import schema as S
-    from tracekit.model import Run
+    # sizes: a small run is parsed in this process unless --jobs asks for workers
+    return list(map_per_rank(
+        parse_rank_item, items, engine=options.engine, jobs=options.jobs,
+        scheduler=options.scheduler, progress=options.progress, label="parse", sizes=sizes))
 
-    good: list[RankTables] = []
+
+def _apply_policy(path: Path, fmt: ModuleType, results: Sequence[Any],
+                  on_error: str) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The parsed ranks and the (file, reason) of each skipped one; the first failure is
+    raised unless ``on_error`` is "skip"; no rank left, or one rank twice, is an error."""
+    ranks: list[Any] = []
     skipped: list[tuple[str, str]] = []
     for res in results:
-        if isinstance(res, tuple):
+        if isinstance(res, RankFailure):
             if on_error != "skip":
-                raise BadInputError(res[1].removeprefix(res[0] + ": "), res[0])
-            skipped.append(res)
+                raise BadInputError(res.message, res.file)
+            skipped.append((res.file, res.one_line()))
         else:
-            good.append(res)
-    if not good:
+            ranks.append(res)
+    if not ranks:
         reasons = "; ".join(r for _, r in skipped)
         raise BadInputError(f"no readable trace file ({reasons})", path)
-    by_rank: dict[int, str] = {}
-    for r in good:
-        src = r.rank_info.column(S.SOURCE)[0].as_py()
-        if r.rank in by_rank:
+    seen: dict[int, str] = {}
+    for parsed in ranks:
+        rank, src = fmt.rank_of(parsed), fmt.source_of(parsed)
+        if rank in seen:
             raise BadInputError(
-                f"rank {r.rank} appears twice ({Path(by_rank[r.rank]).name} and"
-                f" {Path(src).name}); each rank file must carry its own rank", path)
-        by_rank[r.rank] = src
-    good.sort(key=lambda r: r.rank)
-    return Run(
-        events=pa.concat_tables([r.events for r in good]),
-        process_groups=pa.concat_tables([r.process_groups for r in good]),
-        rank_info=pa.concat_tables([r.rank_info for r in good]),
-        skipped=skipped,
-    )
+                f"rank {rank} appears twice ({Path(seen[rank]).name} and {Path(src).name});"
+                " each rank's files must carry its own rank", path)
+        seen[rank] = src
+    return ranks, skipped

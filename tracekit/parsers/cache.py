@@ -1,53 +1,47 @@
-"""Parquet cache of parsed rank files.
+"""Parquet cache of parsed ranks, for every format the per-rank driver reads.
 
-One entry per trace file, keyed by its resolved path, size, modification time, the EVENTS schema
-version and the parser version: a changed file (or a new tracekit that parses differently) is
-re-read. An entry is a directory holding ``events.parquet``, ``process_groups.parquet`` and
-``rank_info.parquet``; it is written under a temporary name and renamed into place, so a
-crashed or concurrent writer never leaves a half-written entry behind.
+One entry per rank, keyed by the format (``cache_key`` of its module: the files the rank
+reads, with their resolved paths, sizes and modification times, the EVENTS schema version and
+the format's parser version): a changed file, or a new tracekit that parses differently, is
+re-read. An entry is a directory of ``<part>.parquet`` tables (the format's ``to_entry``); it
+is written under a temporary name and renamed into place, so a crashed or concurrent writer
+never leaves a half-written entry behind. An entry that cannot be read back is parsed again.
 """
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from tracekit import schema as S
-from tracekit.parsers.kineto.comm import kernel_rules_digest
+from tracekit.parsers.rank_input import RankInput
 
 if TYPE_CHECKING:
-    from tracekit.parsers.kineto import RankTables
-
-PARSER_VERSION = "kineto-1"
-_PARTS = ("events", "process_groups", "rank_info")
+    import pyarrow as pa
 
 
 def cache_key(path: Path, forced_rank: int | None = None) -> str:
-    st = path.stat()
-    text = "|".join([
-        str(path.resolve()), str(st.st_size), str(st.st_mtime_ns), S.SCHEMA_VERSION,
-        PARSER_VERSION, kernel_rules_digest(), "" if forced_rank is None else str(forced_rank),
-    ])
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    """The key of one Kineto rank file (also the derived cache's identity of an input file)."""
+    from tracekit.parsers import kineto
+
+    return kineto.cache_key(RankInput(str(path), forced_rank))
 
 
-def read_entry(entry: Path) -> RankTables | None:
+def read_entry(entry: Path) -> dict[str, pa.Table] | None:
+    """The tables of a complete entry, or None."""
     import pyarrow.parquet as pq
 
-    from tracekit.parsers.kineto import RankTables
-
-    if not all((entry / f"{p}.parquet").is_file() for p in _PARTS):
+    if not entry.is_dir():
         return None
     try:
-        events, groups, info = (pq.read_table(entry / f"{p}.parquet") for p in _PARTS)
-        S.validate(events, S.EVENTS)
-    except Exception:  # an unreadable or outdated entry is simply re-parsed
+        return {p.name.removesuffix(".parquet"): pq.read_table(p)
+                for p in sorted(entry.glob("*.parquet"))}
+    except Exception:  # an unreadable entry is simply re-parsed
         return None
-    return RankTables(int(info.column(S.RANK)[0].as_py()), events, groups, info)
 
 
-def write_entry(cache_dir: Path, key: str, tables: RankTables) -> None:
+def write_entry(cache_dir: Path, key: str, tables: Mapping[str, pa.Table]) -> None:
     import pyarrow.parquet as pq
 
     from tracekit import io
@@ -55,27 +49,24 @@ def write_entry(cache_dir: Path, key: str, tables: RankTables) -> None:
     # a temporary folder renamed into place; when another process won the race its entry
     # is kept (it is as good as ours)
     with io.atomic_folder(cache_dir / key) as tmp:
-        for part, table in zip(
-            _PARTS, (tables.events, tables.process_groups, tables.rank_info), strict=True
-        ):
+        for part, table in tables.items():
             pq.write_table(table, tmp / f"{part}.parquet", compression="zstd")
 
 
-def cached_rank(
-    path: Path, forced_rank: int | None, cache_dir: Path | None, jobs: int = 1
-) -> RankTables:
-    """Parse one Kineto file, through the cache when ``cache_dir`` is given."""
-    from tracekit.parsers import kineto
-
+def cached_rank(fmt: ModuleType, item: RankInput, cache_dir: Path | None) -> Any:
+    """``fmt.parse_rank(item)``, through the cache when ``cache_dir`` is given."""
     if cache_dir is None:
-        return kineto.load_kineto_file(path, forced_rank, jobs)
+        return fmt.parse_rank(item)
     try:
-        key = cache_key(path, forced_rank)
+        key = fmt.cache_key(item)
     except OSError:
-        return kineto.load_kineto_file(path, forced_rank, jobs)  # the parser words the error
-    hit = read_entry(cache_dir / key)
-    if hit is not None:
-        return hit
-    tables = kineto.load_kineto_file(path, forced_rank, jobs)
-    write_entry(cache_dir, key, tables)
-    return tables
+        return fmt.parse_rank(item)  # the parser words the error
+    tables = read_entry(cache_dir / key)
+    if tables is not None:
+        try:
+            return fmt.from_entry(tables)
+        except Exception:  # an outdated or partial entry is simply re-parsed
+            pass
+    parsed = fmt.parse_rank(item)
+    write_entry(cache_dir, key, fmt.to_entry(parsed))
+    return parsed

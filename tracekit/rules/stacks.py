@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
-from tracekit.parsers.kineto.codes import masked
-from tracekit.parsers.kineto.stack import call_sites_at
+from tracekit.parsers.kineto.call_sites import call_sites_at
+from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.rules import frame as F
 
 _LINK_COLUMNS = (S.KIND, S.NAME, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.CORRELATION,

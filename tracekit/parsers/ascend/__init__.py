@@ -18,12 +18,16 @@ nothing more). ``seq`` is the op's index in that communicator from its name, so
 (pg_name, op, seq) names one collective on every rank. Size and members (group_size,
 pg_ranks) come from ascend_groups: parallel_group_info, cluster_analysis_output, or a
 communication matrix that proves the size.
+
+As a format of the per-rank driver (tracekit.parsers), this module finds the rank
+directories (``rank_inputs``), reads one (``parse_rank``: ascend_rank), keys its parse-cache
+entry on every file it reads (``cache_key``; the entry itself: ascend_rank_entry) and puts
+the ranks together (``assemble``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +38,10 @@ from tracekit.errors import BadInputError
 from tracekit.parsers.ascend import groups as G
 from tracekit.parsers.ascend.hccl import double_hash, split_op_names
 from tracekit.parsers.ascend.ops import CommGroup, comm_columns, sequence_numbers
-from tracekit.parsers.ascend.rank import OUTPUT, RankData, group_hashes, read_rank
+from tracekit.parsers.ascend.rank import OUTPUT, RankData, group_hashes, rank_files, read_rank
+from tracekit.parsers.ascend.rank_entry import from_entry as from_entry  # the parse cache's
+from tracekit.parsers.ascend.rank_entry import to_entry as to_entry  # side of this format
+from tracekit.parsers.rank_input import RankInput, entry_key, file_identity
 
 FORMAT = "ascend"
 BACKEND = "hccl"
@@ -42,7 +49,8 @@ EXTRA_OPS = "ascend_comm_ops"
 EXTRA_BANDWIDTH = "ascend_comm_bandwidth"
 EXTRA_MATRIX = "ascend_comm_matrix"
 EXTRA_DEVICES = "ascend_devices"
-PARALLEL_MIN_BYTES = 64 << 20  # below this, rank directories are parsed in-process
+# part of the parse-cache key: raise it when the same export parses into other tables
+PARSER_VERSION = "ascend-1"
 
 
 def _is_rank_dir(path: Path) -> bool:
@@ -69,24 +77,55 @@ def sniff(path: Path) -> bool:
     return bool(rank_dirs(Path(path)))
 
 
-def load_ascend(path: Path, options: model.LoadOptions) -> model.Run:
-    path = Path(path)
-    dirs = rank_dirs(path)
+def rank_inputs(path: Path, options: model.LoadOptions) -> list[RankInput]:
+    """The rank directories of an export (``options.rank`` is that of a single one)."""
+    dirs = rank_dirs(Path(path))
     if not dirs:
         raise BadInputError(f"not an Ascend export: no {OUTPUT} directory found", path)
-    datas: list[RankData] = []
-    skipped: list[tuple[str, str]] = []
-    for d, result in zip(dirs, _read_ranks(dirs, options), strict=True):
-        if isinstance(result, RankData):
-            datas.append(result)
-            continue
-        where, message = result
-        if options.on_error != "skip":
-            raise BadInputError(message, where)
-        skipped.append((where or str(d), message))
-    if not datas:
-        raise BadInputError("every rank directory was skipped", path)
-    _assign_ranks(datas, options, path)
+    forced = options.rank if len(dirs) == 1 else None
+    return [RankInput(str(d), forced, _export_bytes(d)) for d in dirs]
+
+
+def _export_bytes(rank_dir: Path) -> int:
+    try:
+        return sum(f.stat().st_size for f in (rank_dir / OUTPUT).iterdir() if f.is_file())
+    except OSError:  # reported as bad input by the reader
+        return 0
+
+
+def parse_rank(item: RankInput) -> RankData:
+    """One rank directory; its rank from profiler_info_{rank}.json, or the one forced."""
+    data = read_rank(Path(item.path))
+    if item.rank is not None:
+        data.rank = item.rank
+    if data.rank is None:
+        raise BadInputError(
+            "cannot tell the rank: no profiler_info_{rank}.json with rank_id"
+            " (pass the rank explicitly for a single directory)", data.directory)
+    return data
+
+
+def cache_key(item: RankInput) -> str:
+    """Every file the rank reads (rank_files), the EVENTS schema and parser versions and the
+    forced rank (OSError when a file cannot be read)."""
+    files = rank_files(Path(item.path))
+    return entry_key([
+        FORMAT, *file_identity(files), S.SCHEMA_VERSION, PARSER_VERSION,
+        "" if item.rank is None else str(item.rank)])
+
+
+def rank_of(data: RankData) -> int:
+    assert data.rank is not None  # parse_rank settled it
+    return data.rank
+
+
+def source_of(data: RankData) -> str:
+    return str(data.directory)
+
+
+def assemble(path: Path, datas: list[RankData], skipped: list[tuple[str, str]]) -> model.Run:
+    """The ranks put together: communicator names, members and seq are decided over every
+    rank at once; the ranks keep the order of their directories' names."""
     groups = _all_groups(datas)
     names = _names_by_hash(datas, groups)
     matrix = _matrix(datas)
@@ -107,55 +146,6 @@ def load_ascend(path: Path, options: model.LoadOptions) -> model.Run:
         S.DEVICE_MODEL: pa.array([d.model for d in datas], pa.string()),
     }), S.ASCEND_DEVICES)
     return run
-
-
-def read_rank_item(rank_dir: str) -> RankData | tuple[str | None, str]:
-    """One rank directory, or (file, problem) when it is bad input (picklable either way)."""
-    try:
-        return read_rank(Path(rank_dir))
-    except BadInputError as exc:
-        return exc.path, exc.message
-
-
-def _read_ranks(dirs: list[Path], options: model.LoadOptions) -> list[Any]:
-    """Rank directories read in parallel through tracekit.engine (processes or dask).
-
-    Without an explicit ``jobs``, small exports are read in this process: starting workers
-    costs more than parsing a few MB."""
-    from tracekit.engine import map_per_rank
-
-    jobs = options.jobs
-    if jobs is None and options.engine == "local" and _export_bytes(dirs) < PARALLEL_MIN_BYTES:
-        jobs = 1
-    return map_per_rank(read_rank_item, [str(d) for d in dirs], engine=options.engine,
-                        jobs=jobs, scheduler=options.scheduler,
-                        progress=options.progress, label="parse")
-
-
-def _export_bytes(dirs: list[Path]) -> int:
-    total = 0
-    for d in dirs:
-        for f in (d / OUTPUT).iterdir():
-            if f.is_file():
-                total += f.stat().st_size
-    return total
-
-
-def _assign_ranks(datas: list[RankData], options: model.LoadOptions, path: Path) -> None:
-    if len(datas) == 1 and options.rank is not None:
-        datas[0].rank = options.rank
-    for d in datas:
-        if d.rank is None:
-            raise BadInputError(
-                "cannot tell the rank: no profiler_info_{rank}.json with rank_id"
-                " (pass the rank explicitly for a single directory)", d.directory)
-    seen: dict[int, Path] = {}
-    for d in datas:
-        assert d.rank is not None
-        if d.rank in seen:
-            raise BadInputError(
-                f"rank {d.rank} appears twice ({seen[d.rank].name} and {d.directory.name})", path)
-        seen[d.rank] = d.directory
 
 
 def _all_groups(datas: list[RankData]) -> list[CommGroup]:

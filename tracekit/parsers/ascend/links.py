@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
-from tracekit.parsers.kineto.stack import DEPTH as MAX_FRAMES
-from tracekit.parsers.kineto.stack import frame_label
+from tracekit.parsers.kineto.call_sites import DEPTH as MAX_FRAMES
+from tracekit.parsers.kineto.call_sites import frame_label
 from tracekit.schema import Kind
 
-# the call-site format and the framework-frame filter are Kineto's (kineto_stack), so that
+# the call-site format and the framework-frame filter are Kineto's (kineto_call_sites), so that
 # call-site rules read both formats the same way: ``func (file:line) <- ...``
 MAX_DEPTH = 256
 SEP = " <- "

@@ -52,6 +52,21 @@ class RankData:
     host: str | None = None
 
 
+INFO_GLOB = "profiler_info*.json"
+METADATA = "profiler_metadata.json"
+
+
+def rank_files(rank_dir: Path) -> list[Path]:
+    """Every file ``read_rank`` may read for this rank directory (that exists), in a fixed
+    order: what the parse cache keys its entry on, so that a changed, added or removed file
+    makes the rank be read again."""
+    out = rank_dir / OUTPUT
+    files = [*sorted(rank_dir.glob(INFO_GLOB)), rank_dir / METADATA, *sorted(out.glob(DB_GLOB)),
+             *(out / name for name in (ANALYSIS_DB, TRACE_VIEW, KERNEL_DETAILS, COMMUNICATION,
+                                       MATRIX))]
+    return [f for f in files if f.is_file()]
+
+
 def read_rank(rank_dir: Path) -> RankData:
     out = rank_dir / OUTPUT
     if not out.is_dir():

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
+from tracekit.parsers.kineto.call_sites import DEPTH, frame_label
 from tracekit.parsers.kineto.comm import COLLECTIVE_OPS
-from tracekit.parsers.kineto.stack import DEPTH, frame_label
 from tracekit.schema import Op
 
 # profiling_name spellings that only the Flight Recorder uses (torch fr_trace types.py

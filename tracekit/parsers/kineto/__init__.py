@@ -1,13 +1,18 @@
 """torch.profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``) -> EVENTS of one rank.
 
 ``load_kineto_file`` parses one file (TRACE_FORMATS.md Part A): ``kineto_parse`` streams the
-event array into columns, ``kineto_table`` derives kinds, threads, devices and communication
+event array into columns, ``kineto_events_table`` derives kinds, threads, devices and communication
 columns, and this module reads ``distributedInfo`` into PROCESS_GROUPS and RANK_INFO.
+
+As a format of the per-rank driver (tracekit.parsers) it finds the rank files of a path
+(``rank_inputs``), parses one (``parse_rank``), keys, stores and restores it in the parse
+cache (``cache_key``, ``to_entry``, ``from_entry``) and puts the ranks into one Run
+(``assemble``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,15 +20,21 @@ from typing import Any
 import pyarrow as pa
 
 from tracekit import schema as S
-from tracekit.errors import BadInputError
-from tracekit.parsers.kineto.codes import conform
-from tracekit.parsers.kineto.comm import parse_int_list
+from tracekit.errors import BadInputError, ConfigError
+from tracekit.model import LoadOptions, Run
+from tracekit.parsers.kineto.comm import kernel_rules_digest, parse_int_list
+from tracekit.parsers.kineto.dict_codes import conform
+from tracekit.parsers.kineto.events_table import build_events_from
+from tracekit.parsers.kineto.files import trace_files
 from tracekit.parsers.kineto.parse import no_gc, parse_file, release_memory
-from tracekit.parsers.kineto.spread import lean_memory
-from tracekit.parsers.kineto.table import build_events_from
+from tracekit.parsers.kineto.sparse_columns import lean_memory
 from tracekit.parsers.names import rank_from_name
+from tracekit.parsers.rank_input import RankInput, entry_key, file_identity
 
 FORMAT = "kineto"
+# part of the parse-cache key: raise it when the same file parses into other tables
+PARSER_VERSION = "kineto-1"
+_PARTS = ("events", "process_groups", "rank_info")
 
 
 @dataclass
@@ -144,10 +155,11 @@ def _text(pg: Mapping[str, Any], key: str, i: int, path: Path) -> str | None:
 
 
 def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> RankTables:
-    """Parse one Kineto file; ``rank`` forces the rank (else distributedInfo, else the name);
-    ``jobs`` > 1 decodes a big file's pieces in that many processes."""
+    """Parse one Kineto file; ``rank`` forces the rank (else distributedInfo, else the name).
+    ``jobs`` is accepted for callers that pass it and has no effect: a file is read in this
+    process (the native scan runs in a thread beside the read)."""
     with lean_memory(), no_gc():  # no collection passes over the decoded args meanwhile
-        trace = parse_file(path, jobs)
+        trace = parse_file(path)
         info = _dist_info(trace.meta)
         r = _rank(info, path, rank)
         rows, by_name, by_uid = _groups(info, r, path)
@@ -179,3 +191,69 @@ def _plain(schema: pa.Schema) -> pa.Schema:
         pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
         for f in schema
     ])
+
+
+# ------------------------------------------------------------------ per-rank driver
+
+
+def rank_inputs(path: Path, options: LoadOptions) -> list[RankInput]:
+    """The rank files of a trace file or run directory."""
+    if not path.is_dir():
+        return [RankInput(str(path), options.rank, _size(path))]
+    if options.rank is not None:
+        raise ConfigError("--rank applies to a single trace file, not to a run directory")
+    files = trace_files(path)
+    if not files:
+        raise BadInputError(
+            "no trace files in this directory (expected *.json or *.json.gz Kineto traces,"
+            " or an Ascend *_ascend_pt export)", path)
+    return [RankInput(str(f), None, _size(f)) for f in files]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # reported as bad input by the reader
+        return 0
+
+
+def parse_rank(item: RankInput) -> RankTables:
+    return load_kineto_file(Path(item.path), item.rank)
+
+
+def cache_key(item: RankInput) -> str:
+    """The file, the EVENTS schema and parser versions, the kernel rules (an NCCL kernel's
+    op comes from them) and the forced rank (OSError when the file cannot be read)."""
+    return entry_key([
+        *file_identity([Path(item.path)]), S.SCHEMA_VERSION, PARSER_VERSION,
+        kernel_rules_digest(), "" if item.rank is None else str(item.rank)])
+
+
+def to_entry(tables: RankTables) -> dict[str, pa.Table]:
+    return dict(zip(_PARTS, (tables.events, tables.process_groups, tables.rank_info),
+                    strict=True))
+
+
+def from_entry(entry: Mapping[str, pa.Table]) -> RankTables:
+    events, groups, info = (entry[p] for p in _PARTS)
+    S.validate(events, S.EVENTS)
+    return RankTables(int(info.column(S.RANK)[0].as_py()), events, groups, info)
+
+
+def rank_of(tables: RankTables) -> int:
+    return tables.rank
+
+
+def source_of(tables: RankTables) -> str:
+    return str(tables.rank_info.column(S.SOURCE)[0].as_py())
+
+
+def assemble(path: Path, ranks: Sequence[RankTables], skipped: list[tuple[str, str]]) -> Run:
+    """The ranks' tables, concatenated in rank order."""
+    ordered = sorted(ranks, key=lambda r: r.rank)
+    return Run(
+        events=pa.concat_tables([r.events for r in ordered]),
+        process_groups=pa.concat_tables([r.process_groups for r in ordered]),
+        rank_info=pa.concat_tables([r.rank_info for r in ordered]),
+        skipped=skipped,
+    )

@@ -1,6 +1,6 @@
 """Per-row EVENTS columns derived from the raw ones without n-row string intermediates: KIND
 from the category, DEVICE / STREAM of device events, DUR_NS without nulls, THREAD from the
-thread-name metadata (dictionary columns built in code space, kineto_codes)."""
+thread-name metadata (dictionary columns built in code space, kineto_dict_codes)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.parsers.kineto.codes import dict_codes, encode_codes, masked
+from tracekit.parsers.kineto.dict_codes import dict_codes, encode_codes, masked
 from tracekit.parsers.kineto.nest import dict_mask
 from tracekit.schema import Kind
 

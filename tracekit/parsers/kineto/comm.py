@@ -1,7 +1,8 @@
 """Communication metadata of Kineto events: op names, dtypes, sizes, split lists, groups.
 
 Pure functions over the decoded args of one event (a dict from ``kineto_decode``); the table
-level assembly lives in ``kineto_table``. TRACE_FORMATS.md A.1, A.2 and A.6 describe the keys.
+level assembly lives in ``kineto_events_table``. TRACE_FORMATS.md A.1, A.2 and A.6 describe
+the keys.
 """
 
 from __future__ import annotations

@@ -105,8 +105,10 @@ class Event(msgspec.Struct, gc=False):
 
 
 class ExactEvent(Event, gc=False):
-    """The safe variant: ts/dur untyped so that a float_hook sees the decimal text, and
-    communication args of any type."""
+    """The exact, lenient variant (kineto_msgspec's second try on a block): ts/dur untyped
+    so that a float_hook hands over the decimal text (a float time beyond 2**43 us, or with
+    more than three decimals, keeps its nanoseconds: see exact_ns), and communication args
+    of any type."""
 
     ts: Any = None
     dur: Any = None

@@ -16,8 +16,8 @@ import msgspec
 
 from tracekit.errors import BadInputError
 from tracekit.limits import TOO_DEEP
+from tracekit.parsers.kineto.block_columns import BadEvent, Piece, decode_piece
 from tracekit.parsers.kineto.decode import DECODER, EXACT_DECODER, InexactTime
-from tracekit.parsers.kineto.piece import BadEvent, Piece, decode_piece
 
 
 def decode_buffer(doc: bytes, start: int, path: Path) -> Piece:

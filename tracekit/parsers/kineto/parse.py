@@ -1,19 +1,20 @@
 """Parse one Kineto file into raw columns.
 
-One reader: the native accumulator (kineto_whole: the whole file in one pass, columns built
-in C), which hands each block it declines to msgspec (kineto_msgspec). When the extension is
-not built, ``TRACEKIT_NATIVE=0``, or the accumulator cannot settle the file (see kineto_whole),
-msgspec reads the whole file: a streaming pass over 8 MB pieces (kineto_pool), and the whole
-document at once when the streaming pass cannot resolve the file's structure (which also
-words the error of a broken file precisely). Both give the same columns; ``RawTrace.reader``
-says which read the file.
+One reader: the native accumulator (kineto_native_reader: the file in blocks, columns built in C),
+which hands each block it declines to msgspec (kineto_msgspec). When the extension is not
+built, ``TRACEKIT_NATIVE=0``, or the accumulator cannot settle the file (see kineto_native_reader),
+msgspec reads the same blocks alone, in this process (``_blocks_by_msgspec``). Both give the
+same columns; ``RawTrace.reader`` says which read the file.
+
+A file whose structure the block splitter cannot follow (not a JSON object, no
+``traceEvents`` array, no end of it: a truncated or broken file) is never read another way:
+kineto_diagnose words why it is not a trace.
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,15 +23,15 @@ from typing import Any
 import msgspec
 
 from tracekit.errors import BadInputError
-from tracekit.limits import TOO_DEEP
+from tracekit.limits import MAX_EVENT
 from tracekit.parsers.kineto import read as R
+from tracekit.parsers.kineto.block_columns import Piece
+from tracekit.parsers.kineto.diagnose import unreadable
+from tracekit.parsers.kineto.events_table import concat_pieces
 from tracekit.parsers.kineto.msgspec_reader import decode_buffer
-from tracekit.parsers.kineto.native import accumulator
-from tracekit.parsers.kineto.pool import PieceDecoder, usable_jobs
-from tracekit.parsers.kineto.raw import MSGSPEC, RawTrace
-from tracekit.parsers.kineto.spread import release_memory
-from tracekit.parsers.kineto.table import concat_pieces
-from tracekit.parsers.kineto.whole import read_whole
+from tracekit.parsers.kineto.native_reader import read_whole
+from tracekit.parsers.kineto.raw_trace import MSGSPEC, RawTrace
+from tracekit.parsers.kineto.sparse_columns import release_memory
 
 __all__ = ["MSGSPEC", "RawTrace", "decode_buffer", "no_gc", "parse_file", "release_memory"]
 
@@ -48,42 +49,67 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def parse_file(path: Path, jobs: int = 1) -> RawTrace:
-    """Parse one file; ``jobs`` > 1 lets msgspec, when it reads the whole file, decode the
-    pieces of a big file in worker processes (the native reader runs in this process: a
-    block costs it less than sending the block to a worker and its columns back)."""
+def parse_file(path: Path) -> RawTrace:
+    """Parse one file (natively, or with msgspec when the native reader gives it up)."""
     with no_gc():
         raw = read_whole(path, _meta)
         if raw is None:
             try:
-                raw = _fast(path, usable_jobs(1 if accumulator() else jobs))
-            except R.SplitError:
-                raw = _safe(path)
+                raw = _blocks_by_msgspec(path)
+            except R.SplitError as exc:
+                raise unreadable(path, str(exc)) from None
     _validate(raw, path)
     release_memory(raw.raw.num_rows)
     return raw
 
 
-# ------------------------------------------------------------------ msgspec, streaming
+# ------------------------------------------------------------------ msgspec, block by block
 
 
-def _fast(path: Path, jobs: int) -> RawTrace:
+class _Pieces:
+    """Blocks decoded in order; a block that is no JSON (cut at a false event boundary) is
+    merged with the next one, and ``pending`` keeps what the last block left undecoded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pieces: list[Piece] = []
+        self.count = 0  # events decoded so far: the index of the next block's first event
+        self.pending = b""
+        self.done = 0  # bytes of the blocks decoded so far (for the message of a long event)
+
+    def add(self, buf: bytes, sep: bytes) -> None:
+        data = R.join_arrays(self.pending, sep, buf) if self.pending else buf
+        try:
+            piece = decode_buffer(data, self.count, self.path)
+        except msgspec.DecodeError:
+            self.pending = data  # merge with the next block
+            if len(data) > MAX_EVENT.bytes() + 2 * R.CHUNK_BYTES:
+                raise R.event_too_large(self.path, self.done) from None
+            return
+        self.pending = b""
+        self.done += len(data)
+        self.pieces.append(piece)
+        self.count += piece.n_events
+
+
+def _blocks_by_msgspec(path: Path) -> RawTrace:
     layout = R.Layout()
-    decoder = PieceDecoder(path)
+    decoded = _Pieces(path)
     with R.open_trace(path) as stream:
         layout.head, rest = R.find_head(stream, path)
-        decoder.run(R.iter_pieces(stream, path, rest, layout), jobs)
+        for buf, sep in R.iter_pieces(stream, path, rest, layout):
+            decoded.add(buf, sep)
     final = layout.final
-    if decoder.pending:
-        final = decoder.pending[1:-1] + final  # final starts with its own separator
+    if decoded.pending:
+        final = decoded.pending[1:-1] + final  # final starts with its own separator
     for events, tail in R.tail_candidates(final):
         try:
             meta = _meta(layout.head + b"[]" + tail)
-            piece = (decode_buffer(b"[" + events + b"]", decoder.count, path)
+            piece = (decode_buffer(b"[" + events + b"]", decoded.count, path)
                      if events.strip() else None)
         except (msgspec.DecodeError, ValueError):
             continue
-        pieces = decoder.pieces + ([piece] if piece is not None else [])
+        pieces = decoded.pieces + ([piece] if piece is not None else [])
         return RawTrace(*concat_pieces(pieces), meta, MSGSPEC)
     raise R.SplitError("could not find the end of traceEvents")
 
@@ -116,56 +142,6 @@ def _meta(doc: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("not an object")
     return value
-
-
-# ------------------------------------------------------------------ msgspec, whole document
-
-
-class _Doc(msgspec.Struct):
-    traceEvents: Any = None
-
-
-def _safe(path: Path) -> RawTrace:
-    data = R.read_all(path)
-    stripped = data.lstrip(b" \t\r\n")
-    if not stripped:
-        raise BadInputError("empty file", path)
-    try:
-        doc = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise BadInputError(_json_message(exc, data), path) from None
-    except RecursionError:
-        raise BadInputError(TOO_DEEP, path) from None
-    if isinstance(doc, list):
-        raise BadInputError(
-            "a bare JSON array is not a Kineto trace; this looks like an Ascend trace_view.json:"
-            " pass its *_ascend_pt directory", path)
-    if not isinstance(doc, dict):
-        raise BadInputError(f"JSON {type(doc).__name__} is not a Kineto trace", path)
-    events = doc.get("traceEvents")
-    if events is None:
-        raise BadInputError("JSON object has no traceEvents: not a Kineto trace", path)
-    if not isinstance(events, list):
-        raise BadInputError(f"traceEvents is a {type(events).__name__}, expected a list", path)
-    body = msgspec.json.encode(events)
-    piece = decode_buffer(body, 0, path) if events else None
-    doc["traceEvents"] = []
-    return RawTrace(*concat_pieces([piece] if piece else []), doc, MSGSPEC)
-
-
-_NAN = re.compile(rb"-?(NaN|Infinity)")
-
-
-def _json_message(exc: msgspec.DecodeError, data: bytes) -> str:
-    text = str(exc)
-    m = re.search(r"byte (\d+)", text)
-    if m:
-        pos = int(m.group(1))
-        if _NAN.match(data, pos):
-            return f"invalid JSON: NaN or Infinity is not a JSON number (byte {pos})"
-        if "truncated" in text or pos >= len(data.rstrip()):
-            return f"invalid JSON: the document ends early (byte {pos}); truncated file?"
-    return f"invalid JSON: {text}"
 
 
 # ------------------------------------------------------------------ checks

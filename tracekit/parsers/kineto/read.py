@@ -3,8 +3,8 @@
 
 The split is a guess (a ``}`` followed by ``,`` and ``{``) that the decoder checks: a piece cut
 at a false boundary cannot decode (its last object is unclosed), and is then merged with the next
-piece. Anything the splitter cannot resolve raises :class:`SplitError`, and the caller falls back
-to decoding the whole document.
+piece. Anything the splitter cannot resolve raises :class:`SplitError`: the file is then not a
+trace it can read, and kineto_diagnose words why.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from tracekit.limits import (
     MAX_EVENT,
     MAX_HEAD,
     MAX_RATIO,
-    MAX_WHOLE,
     MB,
     RATIO_AFTER,
     LimitExceeded,
@@ -36,7 +35,7 @@ _WS = b" \t\r\n"
 
 
 class SplitError(Exception):
-    """The fast splitter could not find the event array's structure; use the safe path."""
+    """The splitter could not find the event array's structure (kineto_diagnose says why)."""
 
 
 def open_trace(path: Path) -> BinaryIO:
@@ -130,19 +129,6 @@ def read_block(stream: BinaryIO, path: Path, size: int | None = None) -> bytes:
         raise BadInputError("truncated gzip file (compressed stream ended early)", path) from None
     except Exception as exc:  # zlib.error, gzip.BadGzipFile, isal's IsalError, OSError...
         raise BadInputError(f"corrupt gzip data: {exc}", path) from None
-
-
-def read_all(path: Path) -> bytes:
-    """The whole (decompressed) document, at most MAX_WHOLE bytes."""
-    limit = MAX_WHOLE.bytes()
-    with open_trace(path) as stream:
-        data = read_block(stream, path, limit + 1)
-    if len(data) > limit:
-        raise LimitExceeded(
-            f"the streaming reader could not follow this trace's structure (a truncated"
-            f" file, or text between events it cannot split), and the whole-document reader"
-            f" holds at most {MAX_WHOLE.says()}; {MAX_WHOLE.hint()}", path)
-    return data
 
 
 @dataclass

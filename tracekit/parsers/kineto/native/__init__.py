@@ -76,8 +76,8 @@ def _mismatch(mod: ModuleType) -> str | None:
     """What differs between the extension's key tables and the msgspec decoder's, or None."""
     import pyarrow as pa
 
+    from tracekit.parsers.kineto.block_columns import COMM_TYPES
     from tracekit.parsers.kineto.decode import Args, Event
-    from tracekit.parsers.kineto.piece import COMM_TYPES
 
     fields = Args.__struct_encode_fields__
     kind = {pa.string(): COMM_STRING, pa.int64(): COMM_INT64, pa.uint64(): COMM_UINT64}

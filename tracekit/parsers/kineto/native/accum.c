@@ -340,7 +340,7 @@ static P acc_event(P p, P e, Acc *a, int64_t r) {
         return NULL;
     }
 done:
-    /* the checks of kineto_piece._check: ph everywhere, ts on X i s f (not M: optional
+    /* the checks of kineto_block_columns._check: ph everywhere, ts on X i s f (not M: optional
        there in the Chrome trace format), dur on X */
     if (a->ph_kind == PH_NONE) return NULL;
     if (a->ph_kind != PH_OTHER && a->ph_kind != PH_M && !(a->rv[4][r >> 3] & (1u << (r & 7))))
@@ -411,7 +411,7 @@ TK_API int64_t tk_acc_feed(Acc *a, const uint8_t *buf, int64_t len, int whole, i
             comm = COMM_SLOW_;
         } else if (a->ev_any && TIMED(a->ph_kind) &&
                    (a->ev_state[0] == 2 || a->ev_state[2] == 2 || a->ev_state[4] == 2)) {
-            /* a communication row (kineto_whole._has_comm: a collective name, In msg
+            /* a communication row (kineto_native_reader._has_comm: a collective name, In msg
                nelems or In msg size) */
             int64_t c = a->crows;
             if (c >= a->ccap && grow_comm(a) < 0) { a->oom = 1; goto fail; }

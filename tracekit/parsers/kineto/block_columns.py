@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
-from tracekit.parsers.kineto.codes import masked
 from tracekit.parsers.kineto.decode import (
     COMM_FIELDS,
     RAW_FIELDS,
@@ -34,6 +33,7 @@ from tracekit.parsers.kineto.decode import (
     exact_ns,
     first_out_of_range,
 )
+from tracekit.parsers.kineto.dict_codes import masked
 
 TIMED = ("X", "i")
 _NEEDS_TS = ("X", "i", "s", "f")  # not M: Chrome trace format makes its ts optional

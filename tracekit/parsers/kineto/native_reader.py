@@ -5,7 +5,7 @@ The file is read in blocks cut at event boundaries; a worker thread feeds each b
 accumulator (the C call runs without the GIL) while this thread reads the next block and
 decodes, with msgspec, the args of the few events the previous block flagged
 (communication, record_shapes, thread names). The columns stay in C memory and become Arrow
-buffers without a copy (kineto_wrap).
+buffers without a copy (kineto_native_columns).
 
 A block the accumulator declines (text it does not take: escapes, unusual numbers or types,
 a float time with more than three decimals, a bad event) is decoded by msgspec
@@ -40,17 +40,17 @@ from tracekit.errors import BadInputError
 from tracekit.limits import MAX_EVENT, LimitExceeded
 from tracekit.parsers.kineto import native as A
 from tracekit.parsers.kineto import read as R
-from tracekit.parsers.kineto.accum import Accumulator, Fed
-from tracekit.parsers.kineto.codes import masked
+from tracekit.parsers.kineto.accumulator import Accumulator, Fed
+from tracekit.parsers.kineto.block_columns import Piece, _decode_raw, comm_table
+from tracekit.parsers.kineto.declined_blocks import with_pieces
 from tracekit.parsers.kineto.decode import RAW_IDX, SHAPE_PREFIXES, Args
-from tracekit.parsers.kineto.merge import with_pieces
+from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.parsers.kineto.msgspec_reader import decode_buffer
 from tracekit.parsers.kineto.native import INT as C_INT
 from tracekit.parsers.kineto.native import STRING as C_STRING
 from tracekit.parsers.kineto.native import accumulator
-from tracekit.parsers.kineto.piece import Piece, _decode_raw, comm_table
-from tracekit.parsers.kineto.raw import MIXED, NATIVE, RawTrace
-from tracekit.parsers.kineto.wrap import comm_rows, shape_ops, timed_table
+from tracekit.parsers.kineto.native_columns import comm_rows, shape_ops, timed_table
+from tracekit.parsers.kineto.raw_trace import MIXED, NATIVE, RawTrace
 
 _ARGS = msgspec.json.Decoder(list[Args])
 THREAD_NAME = "thread_name"

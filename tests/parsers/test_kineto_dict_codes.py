@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tracekit.parsers.kineto.codes import dict_codes, encode_codes, masked
-from tracekit.parsers.kineto.spread import lean_memory
+from tracekit.parsers.kineto.dict_codes import dict_codes, encode_codes, masked
+from tracekit.parsers.kineto.sparse_columns import lean_memory
 
 
 @pytest.mark.parametrize(("codes", "values"), [

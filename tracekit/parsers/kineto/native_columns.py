@@ -12,11 +12,11 @@ import pyarrow as pa
 
 from tracekit import schema as S
 from tracekit.parsers.kineto import native as A
-from tracekit.parsers.kineto.accum import Accumulator
-from tracekit.parsers.kineto.codes import dict_codes, masked
+from tracekit.parsers.kineto.accumulator import Accumulator
+from tracekit.parsers.kineto.block_columns import COMM_TYPES, _any_prefix, _codes_matching
 from tracekit.parsers.kineto.decode import COMM_FIELDS, RAW_IDX
-from tracekit.parsers.kineto.ops import ShapeOps
-from tracekit.parsers.kineto.piece import COMM_TYPES, _any_prefix, _codes_matching
+from tracekit.parsers.kineto.dict_codes import dict_codes, masked
+from tracekit.parsers.kineto.shape_ops import ShapeOps
 
 
 def _buffer(ptr: int, nbytes: int, owner: Accumulator) -> pa.Buffer:
@@ -76,7 +76,8 @@ def timed_table(owner: Accumulator) -> tuple[pa.Table, pa.DictionaryArray]:
 
 def comm_rows(owner: Accumulator) -> pa.Table | None:
     """The communication rows the accumulator read (RAW_IDX + COMM_FIELDS, as
-    kineto_piece.comm_table types them), copied out of its memory; None when there is none."""
+    kineto_block_columns.comm_table types them), copied out of its memory; None when there
+    is none."""
     n = owner.info()["comm_rows"]
     if not n:
         return None

@@ -1,7 +1,7 @@
 """The rows of the blocks msgspec decoded (kineto_msgspec) joined to the accumulator's, by
 event index: the timed-event table, the communication rows and the record_shapes ops come
 out as one reader would have given them for the whole file. The pieces' NAME and CATEGORY
-are codes into the accumulator's dictionaries (kineto_whole), which are then theirs too."""
+are codes into the accumulator's dictionaries (kineto_native_reader), which are then theirs too."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema as S
+from tracekit.parsers.kineto.block_columns import Piece
 from tracekit.parsers.kineto.decode import RAW_IDX
-from tracekit.parsers.kineto.ops import ShapeOps
-from tracekit.parsers.kineto.piece import Piece
+from tracekit.parsers.kineto.shape_ops import ShapeOps
 
 
 def _in_order(parts: Sequence[pa.Table], key: str) -> pa.Table:

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.parsers.kineto.codes import masked
+from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.parsers.kineto.nest import codes
 
 

@@ -1,4 +1,4 @@
-"""The native reader (kineto_whole) gives the tables of the msgspec reader: the blocks it
+"""The native reader (kineto_native_reader) gives the tables of the msgspec reader: the blocks it
 declines are decoded by msgspec in their place, and what a block cannot settle gives the file
 up to msgspec: never a different result."""
 
@@ -16,12 +16,12 @@ from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.parsers.kineto import load_kineto_file
 from tracekit.parsers.kineto import native as kineto_native
+from tracekit.parsers.kineto import native_reader as kineto_native_reader
 from tracekit.parsers.kineto import parse as kineto_parse
 from tracekit.parsers.kineto import read as kineto_read
-from tracekit.parsers.kineto import whole as kineto_whole
 from tracekit.parsers.kineto.decode import RAW_IDX
+from tracekit.parsers.kineto.native_reader import read_whole
 from tracekit.parsers.kineto.parse import _meta
-from tracekit.parsers.kineto.whole import read_whole
 
 pytestmark = pytest.mark.skipif(
     kineto_native.accumulator() is None,
@@ -315,7 +315,7 @@ def test_the_ring_never_reuses_a_buffer_still_being_scanned(
     monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 64)
     lib = kineto_native.accumulator()
     events = ",\n".join(json.dumps(ev(f"op{i}" * (1 + i % 9), "cpu_op", i)) for i in range(30))
-    ring = kineto_whole._Ring(lib, b"", Path("t.json.gz"))
+    ring = kineto_native_reader._Ring(lib, b"", Path("t.json.gz"))
     stream = io.BytesIO(events.encode())
     # WHEN every block is read
     fills: list[tuple[int, int]] = []
@@ -342,8 +342,8 @@ def test_no_block_after_a_false_boundary_is_decoded(
     monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 256)
     path = write(tmp_path / "t.json", [*step(0), ev("},{" * 2000, "cpu_op", 1.0)])
     calls: list[int] = []
-    decode = kineto_whole.decode_buffer
-    monkeypatch.setattr(kineto_whole, "decode_buffer",
+    decode = kineto_native_reader.decode_buffer
+    monkeypatch.setattr(kineto_native_reader, "decode_buffer",
                         lambda buf, start, p: calls.append(start) or decode(buf, start, p))
     # WHEN read THEN the native reader gives the file up after the first block that is not
     # JSON, without decoding the blocks after it

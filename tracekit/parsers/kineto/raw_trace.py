@@ -1,4 +1,4 @@
-"""What reading one Kineto file gives, before EVENTS is assembled (kineto_table)."""
+"""What reading one Kineto file gives, before EVENTS is assembled (kineto_events_table)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tracekit.parsers.kineto.ops import ShapeOps
+from tracekit.parsers.kineto.shape_ops import ShapeOps
 
 # which reader read a file (EVENTS schema metadata, schema.READER_KEY): the native
 # accumulator alone, msgspec alone, or the accumulator with some blocks it declined

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema as S
-from tracekit.parsers.kineto.codes import masked
+from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.parsers.kineto.nest import (
     Launches,
     codes,

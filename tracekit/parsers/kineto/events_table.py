@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema as S
-from tracekit.parsers.kineto.codes import conform, dict_codes, encode_codes, masked
+from tracekit.parsers.kineto.block_columns import Piece
+from tracekit.parsers.kineto.call_sites import call_sites
 from tracekit.parsers.kineto.columns import (
     GPU_CATS,
     kinds,
@@ -25,6 +26,7 @@ from tracekit.parsers.kineto.columns import (
 )
 from tracekit.parsers.kineto.comm import CommRecord, op_from_name
 from tracekit.parsers.kineto.decode import RAW_IDX
+from tracekit.parsers.kineto.dict_codes import conform, dict_codes, encode_codes, masked
 from tracekit.parsers.kineto.nest import (
     FirstIndex,
     Launches,
@@ -34,11 +36,10 @@ from tracekit.parsers.kineto.nest import (
     ints_at,
     one_chunk,
 )
-from tracekit.parsers.kineto.ops import ShapeOps
 from tracekit.parsers.kineto.params import param_comms_side
-from tracekit.parsers.kineto.piece import Piece
+from tracekit.parsers.kineto.shape_ops import ShapeOps
 from tracekit.parsers.kineto.shapes import from_inputs
-from tracekit.parsers.kineto.spread import (
+from tracekit.parsers.kineto.sparse_columns import (
     SMALL_ROWS,
     Holders,
     release_memory,
@@ -46,7 +47,6 @@ from tracekit.parsers.kineto.spread import (
     spread_small,
     zeros,
 )
-from tracekit.parsers.kineto.stack import call_sites
 from tracekit.schema import Kind, MetaSource
 
 GENERIC_THREAD = "(python)"
@@ -239,7 +239,7 @@ class _CommSpread:
     from the launching record_param_comms, or taken by a c10d wrapper), and the spread.
 
     Row positions are int32 numpy arrays (-1: none) and the string columns are built in
-    code space (kineto_codes): no n-row string or int64 intermediates."""
+    code space (kineto_dict_codes): no n-row string or int64 intermediates."""
 
     def __init__(self, t: pa.Table, event_id: pa.Array, side: pa.Table | None,
                  kind: pa.Array, launches: Launches | None = None) -> None:
