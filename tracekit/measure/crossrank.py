@@ -160,16 +160,28 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     wrapper = pc.and_(pc.and_(pc.and_(pc.invert(pc.fill_null(flag, True)),
                                       pc.is_valid(attributed.column(schema.LOGICAL_ID))),
                               pc.is_valid(attributed.column(schema.OP))), pc.invert(notify))
-    wrappers = frame(attributed.filter(wrapper).select([schema.RANK, schema.LOGICAL_ID,
-                                                        *_META]))
-    df = _enrich(frame(attributed.take(pa.array(rows)).select(list(_COLUMNS))), wrappers)
-    df[ROW] = rows
+    # select before filter / take: only the columns read here are copied
+    wrappers = attributed.select([schema.RANK, schema.LOGICAL_ID, *_META]).filter(wrapper)
+    inst = attributed.select(list(_COLUMNS)).take(pa.array(rows))
+    # one row per logical collective before anything is decoded or converted
+    keep, end = _merge_logical(inst)
+    df = _enrich(inst.take(pa.array(keep)), wrappers, _nullable_ints(inst))
+    df[ROW] = rows[keep]
     members = pa.array(df[schema.PG_RANKS].tolist(), type=pa.list_(pa.int64())).cast(
         pa.list_(pa.string()))
     df[MEMBERS] = pc.binary_join(members, ",").to_pandas()
     df[FROM_TOPOLOGY] = False
-    df[END] = df[schema.TS_NS] + df[schema.DUR_NS]
-    return _with_notify(_merge_logical(df), attributed.filter(notify))
+    df[END] = end
+    df[schema.DUR_NS] = end - df[schema.TS_NS].to_numpy(dtype=np.int64)
+    return _with_notify(df, attributed.select(
+        [schema.RANK, schema.LOGICAL_ID, schema.DUR_NS]).filter(notify))
+
+
+def _nullable_ints(table: pa.Table) -> list[str]:
+    """Integer columns holding a null: pandas gives them as float64 (also on a subset of the
+    rows that happens to have none, so that a merged frame keeps the whole one's dtypes)."""
+    return [f.name for f in table.schema
+            if pa.types.is_integer(f.type) and table.column(f.name).null_count]
 
 
 def _notify_mask(attributed: pa.Table) -> pa.ChunkedArray:
@@ -207,15 +219,63 @@ def _with_notify(df: pd.DataFrame, notify: pa.Table) -> pd.DataFrame:
     return df
 
 
-def _enrich(df: pd.DataFrame, wrappers: pd.DataFrame) -> pd.DataFrame:
-    """Take each metadata column from the wrapper where it has a value."""
-    if wrappers.empty or df.empty or df[schema.LOGICAL_ID].isna().all():
-        return df
-    first = wrappers.groupby([schema.RANK, schema.LOGICAL_ID]).first()
-    keys = pd.MultiIndex.from_arrays([df[schema.RANK], df[schema.LOGICAL_ID]])
-    found = first.reindex(keys)
+def _first_valid(wrappers: pa.Table, inst: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Per wrapper row its (rank, logical id) group, and per instance row that group (-1: no
+    wrapper shares its rank and logical id)."""
+    n_w = wrappers.num_rows
+    has = _mask(pc.is_valid(inst.column(schema.LOGICAL_ID)))
+    parts = []
+    for col, fill in ((schema.RANK, 0), (schema.LOGICAL_ID, 0)):
+        both = np.concatenate([
+            np.asarray(pc.fill_null(wrappers.column(col), fill).to_numpy(), dtype=np.int64),
+            np.asarray(pc.fill_null(inst.column(col), fill).to_numpy(), dtype=np.int64)])
+        parts.append(pd.factorize(both)[0].astype(np.int64))
+    key = parts[0] * (int(parts[1].max(initial=0)) + 1) + parts[1]  # one int per pair
+    codes, uniq = pd.factorize(key[:n_w])
+    group = np.asarray(pd.Index(uniq).get_indexer(key[n_w:]), dtype=np.int64)
+    group[~has] = -1
+    return np.asarray(codes, dtype=np.int64), group
+
+
+def _frame(table: pa.Table, as_float: list[str]) -> pd.DataFrame:
+    df = frame(table)
+    for col in as_float:
+        if df[col].dtype.kind in "iu":
+            df[col] = df[col].astype(np.float64)
+    return df
+
+
+def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]) -> pd.DataFrame:
+    """Take each metadata column from the wrapper where it has a value (the first wrapper of
+    the same rank and logical id that has one). String columns merge in Arrow; the others
+    keep the types the pandas merge gave them (python objects inferred back to a dtype)."""
+    if wrappers.num_rows == 0 or inst.num_rows == 0 or \
+            inst.column(schema.LOGICAL_ID).null_count == inst.num_rows:
+        return _frame(inst, as_float)
+    codes, group = _first_valid(wrappers, inst)
+    n_groups = int(codes.max(initial=-1)) + 1
+    found: dict[str, pa.Array] = {}
     for col in _META:
-        values = found[col].to_numpy(dtype=object)
+        w = _decode(wrappers.column(col))
+        valid = np.flatnonzero(_mask(pc.is_valid(w)))
+        first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, codes[valid], valid)
+        pick = np.where(group >= 0, first[np.clip(group, 0, None)], np.iinfo(np.int64).max)
+        none = pick == np.iinfo(np.int64).max
+        taken = pc.take(w, pa.array(np.where(none, 0, pick), mask=none))
+        found[col] = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+    strings = [c for c in _META if pa.types.is_string(found[c].type)]
+    for col in strings:
+        merged = pc.coalesce(found[col], _decode(inst.column(col)).combine_chunks())
+        inst = inst.set_column(inst.schema.get_field_index(col), col, merged)
+    df = _frame(inst, as_float)
+    for col in _META:
+        if col in strings:
+            continue
+        values = found[col].to_numpy(zero_copy_only=False)
+        if values.dtype.kind in "iu" and wrappers.column(col).null_count:
+            values = values.astype(np.float64)  # the wrappers' column was a float one
+        values = values.astype(object)
         has = ~pd.isna(values)  # elementwise; a list value is not NA
         if has.any():
             merged = df[col].astype(object).to_numpy(copy=True)
@@ -256,18 +316,29 @@ def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:
     return out
 
 
-def _merge_logical(df: pd.DataFrame) -> pd.DataFrame:
-    """Kernels sharing a logical id on a rank form one collective: first row, whole span."""
-    has = df[schema.LOGICAL_ID].notna()
+def _merge_logical(inst: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Kernels sharing a logical id on a rank form one collective: its first row (by start)
+    spanning to the latest end. Returns the rows to keep (those without a logical id in
+    their order, then one per collective in the order of its first start) and their ends."""
+    ts = np.asarray(inst.column(schema.TS_NS).to_numpy(), dtype=np.int64)
+    end = ts + np.asarray(inst.column(schema.DUR_NS).to_numpy(), dtype=np.int64)
+    has = _mask(pc.is_valid(inst.column(schema.LOGICAL_ID)))
     if not has.any():
-        return df.reset_index(drop=True)
-    part = df[has].sort_values(schema.TS_NS, kind="stable")
-    grouped = part.groupby([schema.RANK, schema.LOGICAL_ID], sort=False)
-    first = grouped.head(1).set_index([schema.RANK, schema.LOGICAL_ID])
-    first[END] = grouped[END].max()
-    first = first.reset_index()
-    first[schema.DUR_NS] = first[END] - first[schema.TS_NS]
-    return pd.concat([df[~has], first], ignore_index=True)
+        return np.arange(inst.num_rows, dtype=np.int64), end
+    part = np.flatnonzero(has)
+    part = part[np.argsort(ts[part], kind="stable")]
+    rank = np.asarray(inst.column(schema.RANK).to_numpy(), dtype=np.int64)[part]
+    lid = pd.factorize(np.asarray(pc.fill_null(inst.column(schema.LOGICAL_ID), 0).to_numpy(),
+                                  dtype=np.int64)[part])[0].astype(np.int64)
+    rank_code = pd.factorize(rank)[0].astype(np.int64)
+    group = pd.factorize(rank_code * (int(lid.max(initial=0)) + 1) + lid)[0]  # by first start
+    n = int(group.max(initial=-1)) + 1
+    first = np.full(n, part.size, dtype=np.int64)
+    np.minimum.at(first, group, np.arange(part.size, dtype=np.int64))
+    last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last_end, group, end[part])
+    keep = np.concatenate([np.flatnonzero(~has), part[first]])
+    return keep, np.concatenate([end[~has], last_end])
 
 
 def notify_of(df: pd.DataFrame) -> pd.Series:
