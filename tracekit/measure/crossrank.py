@@ -125,11 +125,15 @@ def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
             arrays.append(pa.nulls(len(df), typ))
             continue
         col = df[f.name]
-        if pa.types.is_string(typ):
+        if pa.types.is_string(typ) and isinstance(col.dtype, pd.StringDtype):
+            arrays.append(pa.array(col, from_pandas=True).cast(typ))  # Arrow-backed: no copy
+        elif pa.types.is_string(typ):
             obj = col.astype(object)
             arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
         elif pa.types.is_integer(typ):
             arrays.append(int_array(col).cast(typ))
+        elif pa.types.is_boolean(typ) and col.dtype == np.bool_:
+            arrays.append(pa.array(col.to_numpy(), type=typ))
         elif pa.types.is_boolean(typ):
             obj = col.astype(object)
             arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
@@ -296,23 +300,28 @@ def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:
     need = df[MEMBERS].isna() & df[schema.GROUP].notna()
     if not need.any():
         return df
-    pairs = df.loc[need, [schema.RANK, schema.GROUP]].drop_duplicates()
-    found = {
-        (int(r), str(g)): tuple(int(x) for x in m)
-        for r, g in pairs.itertuples(index=False)
-        if (m := topology.group_of(int(r), str(g))) is not None
-    }
-    keys = pd.Series(list(zip(df.loc[need, schema.RANK].astype(int),
-                              df.loc[need, schema.GROUP].astype(str), strict=True)),
-                     index=df.index[need])
-    lists = keys.map(found)
+    # one topology look-up per distinct (rank, group), not per row
+    rank = df.loc[need, schema.RANK].to_numpy(dtype=np.int64)
+    g_code, g_names = pd.factorize(df.loc[need, schema.GROUP].astype(str))
+    pair, pairs = pd.factorize(rank * (len(g_names) + 1) + g_code)
+    text: list[object] = []
+    lists: list[object] = []
+    for p in pairs:
+        m = topology.group_of(int(p // (len(g_names) + 1)), str(g_names[p % (len(g_names) + 1)]))
+        members = None if m is None else [int(x) for x in m]
+        text.append(np.nan if members is None else ",".join(map(str, members)))
+        lists.append(np.nan if members is None else members)
+    per_row = np.empty(len(pairs), dtype=object)
+    per_row[:] = text
     out = df.copy()
-    out.loc[need, MEMBERS] = lists.map(lambda m: ",".join(map(str, m)), na_action="ignore")
+    out.loc[need, MEMBERS] = pd.Series(per_row[pair], index=df.index[need])
     out[FROM_TOPOLOGY] = need & out[MEMBERS].notna()
     no_ranks = need & out[schema.PG_RANKS].isna()
     out[schema.PG_RANKS] = out[schema.PG_RANKS].astype(object)
-    out.loc[no_ranks, schema.PG_RANKS] = lists[no_ranks[need].to_numpy()].map(
-        lambda m: list(m), na_action="ignore")
+    rank_lists = np.empty(len(pairs), dtype=object)
+    rank_lists[:] = lists
+    out.loc[no_ranks, schema.PG_RANKS] = pd.Series(
+        rank_lists[pair[no_ranks[need].to_numpy()]], index=df.index[no_ranks], dtype=object)
     return out
 
 
@@ -368,7 +377,8 @@ def match(df: pd.DataFrame) -> pd.DataFrame:
     unknown = members.isna()
     members = members.where(~unknown, "?r" + out[schema.RANK].astype(str)).astype(str)
     ordinal = out.groupby([out[schema.RANK], members], sort=False).cumcount().astype(str)
-    op = out[schema.OP].astype(object).map(lambda v: OP_FAMILY.get(v, v)).fillna("?")
+    raw_op = out[schema.OP].astype(object)
+    op = raw_op.map(OP_FAMILY).fillna(raw_op).fillna("?")
     ident = op.astype(str) + "@" + members
     by_order = "o" + ident + "#" + ordinal
     by_seq = "s" + ident + "#" + out[schema.SEQ].astype("Int64").astype(str)
