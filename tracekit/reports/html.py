@@ -223,9 +223,14 @@ def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIM
     for p in page:
         if not re.match(_PANEL_RE, p.key):
             raise ValueError(f"panel key {p.key!r} is not an identifier")
-    models = [m for p in page for m in p.roots]
+    from bokeh.document import Document
+
+    doc = Document()
+    with doc.models.freeze():  # one walk over the models for all roots, not one per root
+        for model in (m for p in page for m in p.roots):
+            doc.add_root(model)
     return file_html(
-        models, resources=_inline_resources(), title=title,
+        doc, resources=_inline_resources(), title=title,
         template=_template([(p.key, [m.name for m in p.roots]) for p in page]),
         template_variables={
             "style": parts.STYLE, "heading": parts.esc(title),
