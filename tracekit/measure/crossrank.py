@@ -313,7 +313,7 @@ def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:
         lists.append(np.nan if members is None else members)
     per_row = np.empty(len(pairs), dtype=object)
     per_row[:] = text
-    out = df.copy()
+    out = df.copy(deep=False)  # copy-on-write: only the columns set below are copied
     out.loc[need, MEMBERS] = pd.Series(per_row[pair], index=df.index[need])
     out[FROM_TOPOLOGY] = need & out[MEMBERS].notna()
     no_ranks = need & out[schema.PG_RANKS].isna()
@@ -364,6 +364,33 @@ def communicator_key(df: pd.DataFrame) -> pd.Series:
     return df[MEMBERS].fillna(df[schema.PG_NAME]).fillna(df[schema.GROUP])
 
 
+def _instance_ids(out: pd.DataFrame) -> np.ndarray:
+    """The instance of each row, numbered in order of first appearance, from its matching
+    key: the Comms Id; else (op family, communicator, sequence number); else (op family,
+    communicator, its ordinal among that communicator's rows on the rank); a row nothing
+    identifies is its own instance. Keys are tuples of integer codes, not strings."""
+    members = communicator_key(out)
+    # nothing says which communicator it ran on: not matched across ranks (no guessing)
+    unknown = members.isna().to_numpy()
+    rank = out[schema.RANK].to_numpy(dtype=np.int64)
+    if unknown.any():
+        members = members.astype(object)
+        members[unknown] = ["?r" + str(r) for r in rank[unknown]]
+    m_code = pd.factorize(members)[0].astype(np.int64)
+    ordinal = pd.Series(m_code).groupby([rank, m_code], sort=False).cumcount().to_numpy()
+    raw_op = out[schema.OP].astype(object)
+    f_code = pd.factorize(raw_op.map(OP_FAMILY).fillna(raw_op).fillna("?"))[0].astype(np.int64)
+    seq = pd.factorize(out[schema.SEQ].astype("Int64"))[0].astype(np.int64)  # NA: -1
+    cid = pd.factorize(out[schema.COMMS_ID].astype("UInt64"))[0].astype(np.int64)
+    by_id, by_seq = cid >= 0, seq >= 0
+    kind = np.where(unknown, 3, np.where(by_id, 0, np.where(by_seq, 1, 2)))
+    first = np.where(kind == 3, rank, np.where(kind == 0, cid, f_code))
+    second = np.where(kind == 3, np.arange(len(out)), np.where(kind == 0, 0, m_code))
+    third = np.where(kind == 1, seq, np.where(kind == 2, ordinal, 0))
+    keys = pd.DataFrame({"k": kind, "a": first, "b": second, "c": third})
+    return keys.groupby(["k", "a", "b", "c"], sort=False).ngroup().to_numpy(dtype=np.int64)
+
+
 def match(df: pd.DataFrame) -> pd.DataFrame:
     """Add instance, transfer, wait, skew, n_seen and last-arrival columns to instance rows."""
     out = df.sort_values([schema.TS_NS, schema.RANK], kind="stable").reset_index(drop=True)
@@ -372,23 +399,7 @@ def match(df: pd.DataFrame) -> pd.DataFrame:
             out[c] = pd.Series(dtype="int64")
         out[LAST] = pd.Series(dtype=bool)
         return out
-    members = communicator_key(out)
-    # nothing says which communicator it ran on: not matched across ranks (no guessing)
-    unknown = members.isna()
-    members = members.where(~unknown, "?r" + out[schema.RANK].astype(str)).astype(str)
-    ordinal = out.groupby([out[schema.RANK], members], sort=False).cumcount().astype(str)
-    raw_op = out[schema.OP].astype(object)
-    op = raw_op.map(OP_FAMILY).fillna(raw_op).fillna("?")
-    ident = op.astype(str) + "@" + members
-    by_order = "o" + ident + "#" + ordinal
-    by_seq = "s" + ident + "#" + out[schema.SEQ].astype("Int64").astype(str)
-    by_id = "c" + out[schema.COMMS_ID].astype("UInt64").astype(str)
-    key = by_order.where(out[schema.SEQ].isna(), by_seq)
-    key = key.where(out[schema.COMMS_ID].isna(), by_id)
-    # an unidentified row is its own instance, whatever its sequence number says
-    out[KEY] = key.where(~unknown, "u" + out[schema.RANK].astype(str) + "#"
-                         + pd.Series(np.arange(len(out)), index=out.index).astype(str))
-    out[schema.INSTANCE] = pd.factorize(out[KEY])[0].astype("int64")
+    out[schema.INSTANCE] = _instance_ids(out)
     g = out.groupby(schema.INSTANCE, sort=False)
     transfer = g[schema.DUR_NS].transform("min")
     out[schema.TRANSFER_NS] = transfer
