@@ -126,7 +126,9 @@ def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
             continue
         col = df[f.name]
         if pa.types.is_string(typ) and isinstance(col.dtype, pd.StringDtype):
-            arrays.append(pa.array(col, from_pandas=True).cast(typ))  # Arrow-backed: no copy
+            arr = pa.array(col, from_pandas=True)  # Arrow-backed: no Python objects
+            arrays.append((arr.combine_chunks() if isinstance(arr, pa.ChunkedArray)
+                           else arr).cast(typ))
         elif pa.types.is_string(typ):
             obj = col.astype(object)
             arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))

@@ -38,7 +38,7 @@ COMM, FUSED, COMPUTE, MEMCPY = range(4)
 CLASS_COLUMNS = (schema.COMM_NS, schema.FUSED_NS, schema.COMPUTE_NS, schema.MEMCPY_NS)
 
 
-def value_codes(table: pa.Table, name: str, values: tuple[str, ...]) -> npt.NDArray[np.int8]:
+def value_codes(table: pa.Table, name: str, values: tuple[str, ...]) -> npt.NDArray[np.int32]:
     """Per row, the index of the row's string in ``values``: -1 where it is another string,
     -2 where null. Dictionary columns are looked up once per distinct value, not per row."""
     out = []
@@ -51,11 +51,11 @@ def value_codes(table: pa.Table, name: str, values: tuple[str, ...]) -> npt.NDAr
             idx = pc.take(per_value, chunk.indices)
         else:
             idx = pc.fill_null(pc.index_in(chunk.cast(pa.string()), want), -1)
-        codes = np.asarray(pc.fill_null(idx, -2).to_numpy(zero_copy_only=False),
-                           dtype=np.int8)
+        codes = np.array(pc.fill_null(idx, -2).to_numpy(zero_copy_only=False),
+                         dtype=np.int32)  # a writable copy
         codes[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
         out.append(codes)
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int8)
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
 
 
 def _ints(table: pa.Table, name: str, null: int = -1) -> I64:

@@ -19,7 +19,13 @@ import pyarrow.compute as pc
 from tracekit import schema
 from tracekit.measure.crossrank import frame
 from tracekit.measure.intervals import group_rows, union_length
-from tracekit.measure.phases import CLASS_COLUMNS, CLASSES, Timeline, exposed_by_key
+from tracekit.measure.phases import (
+    CLASS_COLUMNS,
+    CLASSES,
+    Timeline,
+    exposed_by_key,
+    value_codes,
+)
 from tracekit.schema import Phase
 
 _SUMS = (schema.COUNT, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS, schema.NOTIFY_NS,
@@ -30,19 +36,16 @@ _BOUNDED = "_bounded_transfer"
 def _phase_layer(attributed: pa.Table, rows: npt.NDArray[np.int64]
                  ) -> tuple[np.ndarray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Sorted phase names, each row's index among them (null phase: other), and its layer
-    (-1: none). Phases are few: they are encoded once, never compared per row as strings."""
+    (-1: none). Phases are few: they are looked up once per distinct value, never decoded
+    or compared per row as strings."""
     sub = attributed.select([schema.PHASE, schema.LAYER]).take(pa.array(rows))
-    phase_col = sub.column(schema.PHASE)
-    if pa.types.is_dictionary(phase_col.type):
-        phase_col = phase_col.cast(phase_col.type.value_type)
-    encoded = pc.fill_null(phase_col, Phase.OTHER).combine_chunks().dictionary_encode()
-    words = encoded.dictionary.to_pylist()
-    order = np.argsort(np.asarray(words, dtype=str), kind="stable")
-    rank = np.empty(len(words), dtype=np.int64)
-    rank[order] = np.arange(len(words), dtype=np.int64)
-    codes = rank[np.asarray(encoded.indices.to_numpy(), dtype=np.int64)] if words else \
-        np.zeros(0, dtype=np.int64)
-    names = np.asarray(words, dtype=str)[order]
+    words = {Phase.OTHER}
+    for chunk in sub.column(schema.PHASE).chunks:
+        distinct = chunk.dictionary if pa.types.is_dictionary(chunk.type) else pc.unique(chunk)
+        words.update(w for w in distinct.to_pylist() if w is not None)
+    names = np.asarray(sorted(words), dtype=str)  # unused names are never indexed
+    codes = value_codes(sub, schema.PHASE, tuple(str(w) for w in names)).astype(np.int64)
+    codes[codes == -2] = int(np.flatnonzero(names == Phase.OTHER)[0])
     layer = np.asarray(pc.fill_null(sub.column(schema.LAYER), -1).to_numpy(), dtype=np.int64)
     return names, codes, layer
 
