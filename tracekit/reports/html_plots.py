@@ -187,8 +187,38 @@ def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[floa
     return (min(values) / 1.6, max(values) * 1.6) if values else (0.1, 10.0)
 
 
+def _log_figure(title: str, ylabel: str, yformatter: Any, x_range: tuple[float, float],
+                y_range: tuple[float, float]) -> Any:
+    from bokeh.models import Range1d
+    from bokeh.plotting import figure
+
+    fig = figure(width=WIDTH // 2, height=420, x_axis_type="log", y_axis_type="log",
+                 x_range=Range1d(*x_range), y_range=Range1d(*y_range), title=title,
+                 x_axis_label="message size S (nccl-tests)", y_axis_label=ylabel,
+                 tools="wheel_zoom,pan,box_zoom,reset,save", active_scroll="wheel_zoom",
+                 output_backend="canvas", toolbar_location="above")
+    fig.xaxis.formatter = bytes_ticks()
+    fig.xaxis.ticker = _log_ticks()
+    fig.yaxis.formatter = yformatter
+    fig.yaxis.ticker = _log_ticks()
+    fig.grid.grid_line_alpha = 0.3
+    return fig
+
+
+def _source(df: pd.DataFrame) -> Any:
+    from bokeh.models import ColumnDataSource
+
+    return ColumnDataSource({str(c): df[c].to_numpy() for c in df.columns})
+
+
 def efficiency(groups: pd.DataFrame) -> Any:
-    """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s."""
+    """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s.
+
+    Plain bokeh figures (one data source per communicator and op): holoviews spent most of
+    the report's plotting time laying out these few markers."""
+    from bokeh.layouts import gridplot
+    from bokeh.models import HoverTool, Span
+
     from tracekit.reports import plotframes_agg as agg
 
     keys = sorted(set(groups[pf.KEY]))
@@ -198,44 +228,41 @@ def efficiency(groups: pd.DataFrame) -> Any:
     tips = tooltips([("group · op", pf.KEY), ("path", s.PATH), ("message size", pf.BYTES_TXT),
                      ("collective rows", agg.N), ("median efficiency", pf.EFF_TXT),
                      ("min - max", agg.RANGE_TXT)])
-    vd = [agg.EFF_MED, agg.N, pf.KEY, s.PATH, pf.BYTES_TXT, pf.EFF_TXT, agg.RANGE_TXT, pf.COLOR]
-    left, right = [], []
-    for key in keys:
-        k = df[df[pf.KEY] == key]
-        left.append(hv.Segments(k, kdims=[s.MSG_BYTES, agg.EFF_MIN, s.MSG_BYTES, agg.EFF_MAX])
-                    .opts(backend="bokeh", color=cmap[key], line_width=2, alpha=0.6))
-        left.append(hv.Scatter(k, kdims=[s.MSG_BYTES], vdims=vd, label=key).opts(
-            backend="bokeh", color=cmap[key], size=9, tools=["hover"], hover_tooltips=tips))
-        right.append(hv.Segments(k, kdims=[s.MSG_BYTES, agg.BW_MIN, s.MSG_BYTES, agg.BW_MAX])
-                     .opts(backend="bokeh", color=cmap[key], line_width=2, alpha=0.6))
-        right.append(hv.Scatter(k, kdims=[s.MSG_BYTES], vdims=[agg.BW_MED, *vd[1:]],
-                                label=f"{key} achieved").opts(
-            backend="bokeh", color=cmap[key], size=9, tools=["hover"], hover_tooltips=tips))
-        bound = k.groupby(s.MSG_BYTES, sort=True)[pf.BOUND_GBPS].median().reset_index()
-        right.append(hv.Curve(bound, kdims=[s.MSG_BYTES], vdims=[pf.BOUND_GBPS],
-                              label=f"{key} bound").opts(
-            backend="bokeh", color=cmap[key], line_dash="dashed", line_width=2))
-        right.append(hv.Scatter(bound, kdims=[s.MSG_BYTES], vdims=[pf.BOUND_GBPS]).opts(
-            backend="bokeh", color=cmap[key], marker="diamond", size=12, fill_alpha=0))
-    ceiling = hv.HLine(1.0).opts(backend="bokeh", color="#444444", line_dash="dashed",
-                                 line_width=1.5)
     eff_range = _log_range(float(df[agg.EFF_MIN].min()), float(df[agg.EFF_MAX].max()), (1.0,))
     bw_values = pd.concat([df[agg.BW_MIN], df[agg.BW_MAX], df[pf.BOUND_GBPS]]).astype(float)
     bw_range = _log_range(float(bw_values.min()), float(bw_values.max()))
-    common = {"backend": "bokeh", "logx": True, "logy": True, "xlim": xr,
-              "xformatter": bytes_ticks(), "xticks": _log_ticks(),
-              "xlabel": "message size S (nccl-tests)",
-              "width": WIDTH // 2, "height": 420, "legend_position": "bottom_right"}
-    lplot = hv.Overlay([*left, ceiling]).opts(
-        ylim=eff_range, ylabel="efficiency = bound / transfer (1.0 = at the bound)",
-        yformatter=_formatter(_RATIO_TICKS), yticks=_log_ticks(),
-        title="efficiency per message size (median, whisker min-max)", **common)
-    rplot = hv.Overlay(right).opts(
-        ylim=bw_range, ylabel="algorithm bandwidth S / time", yformatter=_formatter(_GBPS_TICKS),
-        yticks=_log_ticks(),
-        title="achieved (dots) and bound (dashed, diamonds) bandwidth", **common)
-    return _render((lplot + rplot).cols(2).opts(backend="bokeh", shared_axes=False),
-                   "efficiency")
+    left = _log_figure("efficiency per message size (median, whisker min-max)",
+                       "efficiency = bound / transfer (1.0 = at the bound)",
+                       _formatter(_RATIO_TICKS), xr, eff_range)
+    right = _log_figure("achieved (dots) and bound (dashed, diamonds) bandwidth",
+                        "algorithm bandwidth S / time", _formatter(_GBPS_TICKS), xr, bw_range)
+    hover_left, hover_right = [], []
+    for key in keys:
+        color = cmap[key]
+        src = _source(df[df[pf.KEY] == key])
+        left.segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX,
+                     source=src, line_color=color, line_width=2, line_alpha=0.6)
+        hover_left.append(left.scatter(x=s.MSG_BYTES, y=agg.EFF_MED, source=src, color=color,
+                                       size=9, legend_label=key))
+        right.segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX,
+                      source=src, line_color=color, line_width=2, line_alpha=0.6)
+        hover_right.append(right.scatter(x=s.MSG_BYTES, y=agg.BW_MED, source=src, color=color,
+                                         size=9, legend_label=f"{key} achieved"))
+        k = df[df[pf.KEY] == key]
+        bound = _source(k.groupby(s.MSG_BYTES, sort=True)[pf.BOUND_GBPS].median().reset_index())
+        right.line(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=bound, line_color=color,
+                   line_dash="dashed", line_width=2, legend_label=f"{key} bound")
+        right.scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=bound, marker="diamond", size=12,
+                      line_color=color, fill_alpha=0)
+    left.add_layout(Span(location=1.0, dimension="width", line_color="#444444",
+                         line_dash="dashed", line_width=1.5))
+    left.add_tools(HoverTool(renderers=hover_left, tooltips=tips))
+    right.add_tools(HoverTool(renderers=hover_right, tooltips=tips))
+    for fig in (left, right):
+        fig.legend.location = "bottom_right"
+    grid = gridplot([[left, right]], toolbar_location="above")
+    grid.name = root_name("efficiency")
+    return grid
 
 
 def a2a(data: pf.A2A) -> Any:
