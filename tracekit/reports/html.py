@@ -195,8 +195,9 @@ def _inline_resources() -> Any:
     """bokeh's inline resources without the external files other libraries' models declare.
 
     ``Resources.js_files`` lists the ``__javascript__`` URLs of every registered bokeh model
-    class, used or not (panel, imported by holoviews, registers an ES-module shim that is
-    not part of this page). The report uses only bokeh's own models, whose code is inline.
+    class, used or not (panel, when imported by another library, registers an ES-module shim
+    that is not part of this page). The report uses only bokeh's own models, whose code is
+    inline.
     """
     from bokeh.resources import Resources
 
