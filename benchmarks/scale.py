@@ -13,8 +13,10 @@
    equal.
 3. The small ranks show the per-rank overhead: (CPU seconds of the whole tree) / ranks.
 
-Targets (issue 8): peak RSS <= 2 GB for the 64-rank run, Dask identical to local, per-rank
-overhead <= 50 ms.
+Targets: peak RSS <= 1.5 GB and wall time <= 113 s / 3 for the 64-rank run (issue 17; issue 8
+asked for 2 GB), Dask identical to local, per-rank overhead <= 50 ms (issue 8). The wall-time
+target holds for the default 64 x 50 MB run only and assumes a quiet machine: the load average
+is printed first.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from tracekit.synth import ModelShape, SynthConfig, synth_run
 from tracekit.synth.run import cli_args
 
 WORK = Path(__file__).resolve().parent / "_work" / "scale"
-TARGET_RSS = 2e9
+TARGET_RSS = 1.5e9
+BASELINE_WALL_S = 113.0  # the 64 x 50 MB local run before issue 17
+TARGET_SPEEDUP = 3.0
 TARGET_PER_RANK_S = 0.050
 
 CHILD = r"""
@@ -152,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
             ok &= rss_ok
             print(f"  peak RSS {fmt_gb(local.tree_peak_bytes)} vs target <= "
                   f"{fmt_gb(TARGET_RSS)}: {'met' if rss_ok else 'MISSED'}")
+            if (args.ranks, args.rank_mb) == (64, 50.0):
+                speed_ok = local.wall_s * TARGET_SPEEDUP <= BASELINE_WALL_S
+                ok &= speed_ok
+                print(f"  wall {local.wall_s:.1f} s vs target <= {BASELINE_WALL_S:.0f} s / "
+                      f"{TARGET_SPEEDUP:g} = {BASELINE_WALL_S / TARGET_SPEEDUP:.1f} s "
+                      f"({BASELINE_WALL_S / local.wall_s:.2f}x): "
+                      f"{'met' if speed_ok else 'MISSED'}")
             if not args.skip_dask:
                 dask = analyse(src, WORK / "out-dask", "dask", args.jobs, attribute)
                 same_digest = dask.result["digest"] == local.result["digest"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from tracekit.schema import Op
 
@@ -95,10 +96,10 @@ def _by_op(ops: npt.ArrayLike, fn: Callable[[str, npt.NDArray[np.bool_]], FloatA
     """Apply ``fn(op, mask)`` once per distinct op value; vectorised within each op."""
     ops_arr = np.asarray(ops, dtype=object)
     out = np.full(size, np.nan)
-    present = ops_arr[ops_arr != None]  # noqa: E711 (elementwise comparison)
-    for op in np.unique(present.astype(str)) if present.size else []:
-        mask = ops_arr == op
-        out[mask] = fn(str(op), mask)
+    codes, names = pd.factorize(ops_arr)  # None / NaN: -1 (no op)
+    for k in np.argsort(np.asarray(names, dtype=str), kind="stable"):
+        mask = codes == k
+        out[mask] = fn(str(names[k]), mask)
     return out
 
 

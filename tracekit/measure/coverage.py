@@ -52,11 +52,18 @@ def graph_launches(events: pa.Table | None) -> pa.Table | None:
     """(rank, correlation) of every CUDA/HIP graph launch; None when there are no events."""
     if events is None or not events.num_rows:
         return None
-    name = events.column(schema.NAME)
-    if pa.types.is_dictionary(name.type):
-        name = name.cast(name.type.value_type)
-    hit = pc.fill_null(pc.match_substring_regex(name, GRAPH_LAUNCH), False)
-    return events.filter(hit).select([schema.RANK, schema.CORRELATION])
+    hit = pa.chunked_array([_matches(chunk) for chunk in events.column(schema.NAME).chunks],
+                           type=pa.bool_())
+    return events.select([schema.RANK, schema.CORRELATION]).filter(hit)
+
+
+def _matches(chunk: pa.Array) -> pa.Array:
+    """GRAPH_LAUNCH per row; a dictionary chunk is matched once per distinct name."""
+    if pa.types.is_dictionary(chunk.type):
+        per_name = pc.fill_null(pc.match_substring_regex(
+            chunk.dictionary.cast(pa.string()), GRAPH_LAUNCH), False)
+        return pc.fill_null(pc.take(per_name, chunk.indices), False)
+    return pc.fill_null(pc.match_substring_regex(chunk, GRAPH_LAUNCH), False)
 
 
 def _in_graph(df: pd.DataFrame, launches: pa.Table | None) -> pd.Series:

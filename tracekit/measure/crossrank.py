@@ -125,11 +125,17 @@ def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
             arrays.append(pa.nulls(len(df), typ))
             continue
         col = df[f.name]
-        if pa.types.is_string(typ):
+        if pa.types.is_string(typ) and isinstance(col.dtype, pd.StringDtype):
+            arr = pa.array(col, from_pandas=True)  # Arrow-backed: no Python objects
+            arrays.append((arr.combine_chunks() if isinstance(arr, pa.ChunkedArray)
+                           else arr).cast(typ))
+        elif pa.types.is_string(typ):
             obj = col.astype(object)
             arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
         elif pa.types.is_integer(typ):
             arrays.append(int_array(col).cast(typ))
+        elif pa.types.is_boolean(typ) and col.dtype == np.bool_:
+            arrays.append(pa.array(col.to_numpy(), type=typ))
         elif pa.types.is_boolean(typ):
             obj = col.astype(object)
             arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
@@ -160,16 +166,28 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     wrapper = pc.and_(pc.and_(pc.and_(pc.invert(pc.fill_null(flag, True)),
                                       pc.is_valid(attributed.column(schema.LOGICAL_ID))),
                               pc.is_valid(attributed.column(schema.OP))), pc.invert(notify))
-    wrappers = frame(attributed.filter(wrapper).select([schema.RANK, schema.LOGICAL_ID,
-                                                        *_META]))
-    df = _enrich(frame(attributed.take(pa.array(rows)).select(list(_COLUMNS))), wrappers)
-    df[ROW] = rows
+    # select before filter / take: only the columns read here are copied
+    wrappers = attributed.select([schema.RANK, schema.LOGICAL_ID, *_META]).filter(wrapper)
+    inst = attributed.select(list(_COLUMNS)).take(pa.array(rows))
+    # one row per logical collective before anything is decoded or converted
+    keep, end = _merge_logical(inst)
+    df = _enrich(inst.take(pa.array(keep)), wrappers, _nullable_ints(inst))
+    df[ROW] = rows[keep]
     members = pa.array(df[schema.PG_RANKS].tolist(), type=pa.list_(pa.int64())).cast(
         pa.list_(pa.string()))
     df[MEMBERS] = pc.binary_join(members, ",").to_pandas()
     df[FROM_TOPOLOGY] = False
-    df[END] = df[schema.TS_NS] + df[schema.DUR_NS]
-    return _with_notify(_merge_logical(df), attributed.filter(notify))
+    df[END] = end
+    df[schema.DUR_NS] = end - df[schema.TS_NS].to_numpy(dtype=np.int64)
+    return _with_notify(df, attributed.select(
+        [schema.RANK, schema.LOGICAL_ID, schema.DUR_NS]).filter(notify))
+
+
+def _nullable_ints(table: pa.Table) -> list[str]:
+    """Integer columns holding a null: pandas gives them as float64 (also on a subset of the
+    rows that happens to have none, so that a merged frame keeps the whole one's dtypes)."""
+    return [f.name for f in table.schema
+            if pa.types.is_integer(f.type) and table.column(f.name).null_count]
 
 
 def _notify_mask(attributed: pa.Table) -> pa.ChunkedArray:
@@ -207,15 +225,63 @@ def _with_notify(df: pd.DataFrame, notify: pa.Table) -> pd.DataFrame:
     return df
 
 
-def _enrich(df: pd.DataFrame, wrappers: pd.DataFrame) -> pd.DataFrame:
-    """Take each metadata column from the wrapper where it has a value."""
-    if wrappers.empty or df.empty or df[schema.LOGICAL_ID].isna().all():
-        return df
-    first = wrappers.groupby([schema.RANK, schema.LOGICAL_ID]).first()
-    keys = pd.MultiIndex.from_arrays([df[schema.RANK], df[schema.LOGICAL_ID]])
-    found = first.reindex(keys)
+def _first_valid(wrappers: pa.Table, inst: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Per wrapper row its (rank, logical id) group, and per instance row that group (-1: no
+    wrapper shares its rank and logical id)."""
+    n_w = wrappers.num_rows
+    has = _mask(pc.is_valid(inst.column(schema.LOGICAL_ID)))
+    parts = []
+    for col, fill in ((schema.RANK, 0), (schema.LOGICAL_ID, 0)):
+        both = np.concatenate([
+            np.asarray(pc.fill_null(wrappers.column(col), fill).to_numpy(), dtype=np.int64),
+            np.asarray(pc.fill_null(inst.column(col), fill).to_numpy(), dtype=np.int64)])
+        parts.append(pd.factorize(both)[0].astype(np.int64))
+    key = parts[0] * (int(parts[1].max(initial=0)) + 1) + parts[1]  # one int per pair
+    codes, uniq = pd.factorize(key[:n_w])
+    group = np.asarray(pd.Index(uniq).get_indexer(key[n_w:]), dtype=np.int64)
+    group[~has] = -1
+    return np.asarray(codes, dtype=np.int64), group
+
+
+def _frame(table: pa.Table, as_float: list[str]) -> pd.DataFrame:
+    df = frame(table)
+    for col in as_float:
+        if df[col].dtype.kind in "iu":
+            df[col] = df[col].astype(np.float64)
+    return df
+
+
+def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]) -> pd.DataFrame:
+    """Take each metadata column from the wrapper where it has a value (the first wrapper of
+    the same rank and logical id that has one). String columns merge in Arrow; the others
+    keep the types the pandas merge gave them (python objects inferred back to a dtype)."""
+    if wrappers.num_rows == 0 or inst.num_rows == 0 or \
+            inst.column(schema.LOGICAL_ID).null_count == inst.num_rows:
+        return _frame(inst, as_float)
+    codes, group = _first_valid(wrappers, inst)
+    n_groups = int(codes.max(initial=-1)) + 1
+    found: dict[str, pa.Array] = {}
     for col in _META:
-        values = found[col].to_numpy(dtype=object)
+        w = _decode(wrappers.column(col))
+        valid = np.flatnonzero(_mask(pc.is_valid(w)))
+        first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, codes[valid], valid)
+        pick = np.where(group >= 0, first[np.clip(group, 0, None)], np.iinfo(np.int64).max)
+        none = pick == np.iinfo(np.int64).max
+        taken = pc.take(w, pa.array(np.where(none, 0, pick), mask=none))
+        found[col] = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+    strings = [c for c in _META if pa.types.is_string(found[c].type)]
+    for col in strings:
+        merged = pc.coalesce(found[col], _decode(inst.column(col)).combine_chunks())
+        inst = inst.set_column(inst.schema.get_field_index(col), col, merged)
+    df = _frame(inst, as_float)
+    for col in _META:
+        if col in strings:
+            continue
+        values = found[col].to_numpy(zero_copy_only=False)
+        if values.dtype.kind in "iu" and wrappers.column(col).null_count:
+            values = values.astype(np.float64)  # the wrappers' column was a float one
+        values = values.astype(object)
         has = ~pd.isna(values)  # elementwise; a list value is not NA
         if has.any():
             merged = df[col].astype(object).to_numpy(copy=True)
@@ -236,38 +302,54 @@ def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:
     need = df[MEMBERS].isna() & df[schema.GROUP].notna()
     if not need.any():
         return df
-    pairs = df.loc[need, [schema.RANK, schema.GROUP]].drop_duplicates()
-    found = {
-        (int(r), str(g)): tuple(int(x) for x in m)
-        for r, g in pairs.itertuples(index=False)
-        if (m := topology.group_of(int(r), str(g))) is not None
-    }
-    keys = pd.Series(list(zip(df.loc[need, schema.RANK].astype(int),
-                              df.loc[need, schema.GROUP].astype(str), strict=True)),
-                     index=df.index[need])
-    lists = keys.map(found)
-    out = df.copy()
-    out.loc[need, MEMBERS] = lists.map(lambda m: ",".join(map(str, m)), na_action="ignore")
+    # one topology look-up per distinct (rank, group), not per row
+    rank = df.loc[need, schema.RANK].to_numpy(dtype=np.int64)
+    g_code, g_names = pd.factorize(df.loc[need, schema.GROUP].astype(str))
+    pair, pairs = pd.factorize(rank * (len(g_names) + 1) + g_code)
+    text: list[object] = []
+    lists: list[object] = []
+    for p in pairs:
+        m = topology.group_of(int(p // (len(g_names) + 1)), str(g_names[p % (len(g_names) + 1)]))
+        members = None if m is None else [int(x) for x in m]
+        text.append(np.nan if members is None else ",".join(map(str, members)))
+        lists.append(np.nan if members is None else members)
+    per_row = np.empty(len(pairs), dtype=object)
+    per_row[:] = text
+    out = df.copy(deep=False)  # copy-on-write: only the columns set below are copied
+    out.loc[need, MEMBERS] = pd.Series(per_row[pair], index=df.index[need])
     out[FROM_TOPOLOGY] = need & out[MEMBERS].notna()
     no_ranks = need & out[schema.PG_RANKS].isna()
     out[schema.PG_RANKS] = out[schema.PG_RANKS].astype(object)
-    out.loc[no_ranks, schema.PG_RANKS] = lists[no_ranks[need].to_numpy()].map(
-        lambda m: list(m), na_action="ignore")
+    rank_lists = np.empty(len(pairs), dtype=object)
+    rank_lists[:] = lists
+    out.loc[no_ranks, schema.PG_RANKS] = pd.Series(
+        rank_lists[pair[no_ranks[need].to_numpy()]], index=df.index[no_ranks], dtype=object)
     return out
 
 
-def _merge_logical(df: pd.DataFrame) -> pd.DataFrame:
-    """Kernels sharing a logical id on a rank form one collective: first row, whole span."""
-    has = df[schema.LOGICAL_ID].notna()
+def _merge_logical(inst: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Kernels sharing a logical id on a rank form one collective: its first row (by start)
+    spanning to the latest end. Returns the rows to keep (those without a logical id in
+    their order, then one per collective in the order of its first start) and their ends."""
+    ts = np.asarray(inst.column(schema.TS_NS).to_numpy(), dtype=np.int64)
+    end = ts + np.asarray(inst.column(schema.DUR_NS).to_numpy(), dtype=np.int64)
+    has = _mask(pc.is_valid(inst.column(schema.LOGICAL_ID)))
     if not has.any():
-        return df.reset_index(drop=True)
-    part = df[has].sort_values(schema.TS_NS, kind="stable")
-    grouped = part.groupby([schema.RANK, schema.LOGICAL_ID], sort=False)
-    first = grouped.head(1).set_index([schema.RANK, schema.LOGICAL_ID])
-    first[END] = grouped[END].max()
-    first = first.reset_index()
-    first[schema.DUR_NS] = first[END] - first[schema.TS_NS]
-    return pd.concat([df[~has], first], ignore_index=True)
+        return np.arange(inst.num_rows, dtype=np.int64), end
+    part = np.flatnonzero(has)
+    part = part[np.argsort(ts[part], kind="stable")]
+    rank = np.asarray(inst.column(schema.RANK).to_numpy(), dtype=np.int64)[part]
+    lid = pd.factorize(np.asarray(pc.fill_null(inst.column(schema.LOGICAL_ID), 0).to_numpy(),
+                                  dtype=np.int64)[part])[0].astype(np.int64)
+    rank_code = pd.factorize(rank)[0].astype(np.int64)
+    group = pd.factorize(rank_code * (int(lid.max(initial=0)) + 1) + lid)[0]  # by first start
+    n = int(group.max(initial=-1)) + 1
+    first = np.full(n, part.size, dtype=np.int64)
+    np.minimum.at(first, group, np.arange(part.size, dtype=np.int64))
+    last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last_end, group, end[part])
+    keep = np.concatenate([np.flatnonzero(~has), part[first]])
+    return keep, np.concatenate([end[~has], last_end])
 
 
 def notify_of(df: pd.DataFrame) -> pd.Series:
@@ -284,6 +366,33 @@ def communicator_key(df: pd.DataFrame) -> pd.Series:
     return df[MEMBERS].fillna(df[schema.PG_NAME]).fillna(df[schema.GROUP])
 
 
+def _instance_ids(out: pd.DataFrame) -> np.ndarray:
+    """The instance of each row, numbered in order of first appearance, from its matching
+    key: the Comms Id; else (op family, communicator, sequence number); else (op family,
+    communicator, its ordinal among that communicator's rows on the rank); a row nothing
+    identifies is its own instance. Keys are tuples of integer codes, not strings."""
+    members = communicator_key(out)
+    # nothing says which communicator it ran on: not matched across ranks (no guessing)
+    unknown = members.isna().to_numpy()
+    rank = out[schema.RANK].to_numpy(dtype=np.int64)
+    if unknown.any():
+        members = members.astype(object)
+        members[unknown] = ["?r" + str(r) for r in rank[unknown]]
+    m_code = pd.factorize(members)[0].astype(np.int64)
+    ordinal = pd.Series(m_code).groupby([rank, m_code], sort=False).cumcount().to_numpy()
+    raw_op = out[schema.OP].astype(object)
+    f_code = pd.factorize(raw_op.map(OP_FAMILY).fillna(raw_op).fillna("?"))[0].astype(np.int64)
+    seq = pd.factorize(out[schema.SEQ].astype("Int64"))[0].astype(np.int64)  # NA: -1
+    cid = pd.factorize(out[schema.COMMS_ID].astype("UInt64"))[0].astype(np.int64)
+    by_id, by_seq = cid >= 0, seq >= 0
+    kind = np.where(unknown, 3, np.where(by_id, 0, np.where(by_seq, 1, 2)))
+    first = np.where(kind == 3, rank, np.where(kind == 0, cid, f_code))
+    second = np.where(kind == 3, np.arange(len(out)), np.where(kind == 0, 0, m_code))
+    third = np.where(kind == 1, seq, np.where(kind == 2, ordinal, 0))
+    keys = pd.DataFrame({"k": kind, "a": first, "b": second, "c": third})
+    return keys.groupby(["k", "a", "b", "c"], sort=False).ngroup().to_numpy(dtype=np.int64)
+
+
 def match(df: pd.DataFrame) -> pd.DataFrame:
     """Add instance, transfer, wait, skew, n_seen and last-arrival columns to instance rows."""
     out = df.sort_values([schema.TS_NS, schema.RANK], kind="stable").reset_index(drop=True)
@@ -292,22 +401,7 @@ def match(df: pd.DataFrame) -> pd.DataFrame:
             out[c] = pd.Series(dtype="int64")
         out[LAST] = pd.Series(dtype=bool)
         return out
-    members = communicator_key(out)
-    # nothing says which communicator it ran on: not matched across ranks (no guessing)
-    unknown = members.isna()
-    members = members.where(~unknown, "?r" + out[schema.RANK].astype(str)).astype(str)
-    ordinal = out.groupby([out[schema.RANK], members], sort=False).cumcount().astype(str)
-    op = out[schema.OP].astype(object).map(lambda v: OP_FAMILY.get(v, v)).fillna("?")
-    ident = op.astype(str) + "@" + members
-    by_order = "o" + ident + "#" + ordinal
-    by_seq = "s" + ident + "#" + out[schema.SEQ].astype("Int64").astype(str)
-    by_id = "c" + out[schema.COMMS_ID].astype("UInt64").astype(str)
-    key = by_order.where(out[schema.SEQ].isna(), by_seq)
-    key = key.where(out[schema.COMMS_ID].isna(), by_id)
-    # an unidentified row is its own instance, whatever its sequence number says
-    out[KEY] = key.where(~unknown, "u" + out[schema.RANK].astype(str) + "#"
-                         + pd.Series(np.arange(len(out)), index=out.index).astype(str))
-    out[schema.INSTANCE] = pd.factorize(out[KEY])[0].astype("int64")
+    out[schema.INSTANCE] = _instance_ids(out)
     g = out.groupby(schema.INSTANCE, sort=False)
     transfer = g[schema.DUR_NS].transform("min")
     out[schema.TRANSFER_NS] = transfer

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 I64 = npt.NDArray[np.int64]
 _LIMIT = np.int64(2**62)
@@ -77,8 +78,10 @@ def union(lanes: Lanes, lane: I64, start: I64, end: I64) -> Union:
         return Union(e, e, e, e)
     s = lanes.place(lane, start)
     e = lanes.place(lane, np.maximum(end, start))
-    order = np.argsort(s, kind="stable")
-    s, e, ln = s[order], e[order], lane[order]
+    if not _ascending(s):  # callers usually pass rows sorted by (lane, start): no sort then
+        order = np.argsort(s, kind="stable")
+        s, e, lane = s[order], e[order], lane[order]
+    ln = lane
     run = np.maximum.accumulate(e)
     new = np.ones(s.size, dtype=bool)
     new[1:] = s[1:] > run[:-1]
@@ -90,10 +93,27 @@ def union(lanes: Lanes, lane: I64, start: I64, end: I64) -> Union:
     return Union(seg_s, seg_e, ln[first].astype(np.int64), cum)
 
 
+def _ascending(x: I64) -> bool:
+    return bool(x.size < 2 or (x[1:] >= x[:-1]).all())
+
+
+def by_key(keys: I64, n_keys: int) -> I64 | None:
+    """A stable order that groups rows by key (None when they already are), by a radix sort
+    where the keys fit 16 bits: rows sorted by (lane, start) whose key refines the lane come
+    out sorted by (key, start), so the union that follows needs no sort of its own."""
+    if _ascending(keys):
+        return None
+    small = keys.astype(np.uint16) if n_keys <= np.iinfo(np.uint16).max else keys
+    return np.argsort(small, kind="stable")
+
+
 def union_length(keys: I64, start: I64, end: I64, n_keys: int) -> I64:
     """Busy time (length of the union of intervals) per key, nested intervals counted once."""
     if start.size == 0:
         return np.zeros(n_keys, dtype=np.int64)
+    order = by_key(keys, n_keys)
+    if order is not None:
+        keys, start, end = keys[order], start[order], end[order]
     lanes = Lanes.build(keys, start, end, n_keys)
     return union(lanes, keys, start, end).length_by_lane(n_keys)
 
@@ -116,14 +136,21 @@ def group_rows(*columns: I64) -> tuple[npt.NDArray[np.int64], I64]:
     code = np.zeros(n, dtype=np.int64)
     levels = []
     for col in columns:
-        values, inv = np.unique(col, return_inverse=True)
+        values, inv = _sorted_codes(col)
         levels.append(values)
-        code = code * values.size + inv.reshape(-1)
-    uniq_code, inverse = np.unique(code, return_inverse=True)
+        code = code * values.size + inv
+    uniq_code, inverse = _sorted_codes(code)
     rows = np.empty((uniq_code.size, len(columns)), dtype=np.int64)
     rest = uniq_code
     for k in range(len(columns) - 1, -1, -1):
         size = levels[k].size
         rows[:, k] = levels[k][rest % size]
         rest = rest // size
-    return rows, inverse.reshape(-1).astype(np.int64)
+    return rows, inverse
+
+
+def _sorted_codes(col: I64) -> tuple[I64, I64]:
+    """``np.unique(col, return_inverse=True)`` by hashing (O(n)) and sorting only the
+    distinct values, which are few."""
+    codes, values = pd.factorize(np.asarray(col, dtype=np.int64), sort=True)
+    return np.asarray(values, dtype=np.int64), codes.astype(np.int64, copy=False)

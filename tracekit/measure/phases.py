@@ -25,6 +25,7 @@ from tracekit.measure.intervals import (
     I64,
     Lanes,
     Union,
+    by_key,
     group_rows,
     uncovered,
     union,
@@ -37,11 +38,24 @@ COMM, FUSED, COMPUTE, MEMCPY = range(4)
 CLASS_COLUMNS = (schema.COMM_NS, schema.FUSED_NS, schema.COMPUTE_NS, schema.MEMCPY_NS)
 
 
-def _strings(table: pa.Table, name: str) -> npt.NDArray[np.object_]:
-    col = table.column(name)
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
-    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+def value_codes(table: pa.Table, name: str, values: tuple[str, ...]) -> npt.NDArray[np.int32]:
+    """Per row, the index of the row's string in ``values``: -1 where it is another string,
+    -2 where null. Dictionary columns are looked up once per distinct value, not per row."""
+    out = []
+    want = pa.array(list(values), type=pa.string())
+    for chunk in table.column(name).chunks:
+        if pa.types.is_dictionary(chunk.type):
+            words = chunk.dictionary.cast(pa.string())
+            per_value = pc.if_else(pc.is_valid(words), pc.fill_null(pc.index_in(words, want), -1),
+                                   pa.scalar(-2, pa.int32()))
+            idx = pc.take(per_value, chunk.indices)
+        else:
+            idx = pc.fill_null(pc.index_in(chunk.cast(pa.string()), want), -1)
+        codes = np.array(pc.fill_null(idx, -2).to_numpy(zero_copy_only=False),
+                         dtype=np.int32)  # a writable copy
+        codes[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
+        out.append(codes)
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
 
 
 def _ints(table: pa.Table, name: str, null: int = -1) -> I64:
@@ -50,16 +64,14 @@ def _ints(table: pa.Table, name: str, null: int = -1) -> I64:
 
 def _class_codes(table: pa.Table) -> npt.NDArray[np.int8]:
     """Kernel class code per row (-1: not timed), with fallbacks for unclassified rows."""
-    cls = _strings(table, schema.KERNEL_CLASS)
-    kind = _strings(table, schema.KIND)
-    op = _strings(table, schema.OP)
-    codes = np.full(table.num_rows, -1, dtype=np.int8)
-    for code, name in enumerate(CLASSES):
-        codes[cls == name] = code
+    cls = value_codes(table, schema.KERNEL_CLASS, CLASSES)
+    kind = value_codes(table, schema.KIND, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.CPU_OP))
+    codes = np.where(cls >= 0, cls, -1).astype(np.int8)
     device = np.asarray(table.column(schema.DEVICE).is_valid().to_numpy(zero_copy_only=False))
-    unclassified = (cls == None) & (op == None)  # noqa: E711 (elementwise)
-    codes[unclassified & device & (kind == Kind.KERNEL)] = COMPUTE
-    codes[unclassified & ((kind == Kind.MEMCPY) | (kind == Kind.MEMSET))] = MEMCPY
+    unclassified = (cls == -2) & ~np.asarray(
+        table.column(schema.OP).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    codes[unclassified & device & (kind == 0)] = COMPUTE
+    codes[unclassified & ((kind == 1) | (kind == 2))] = MEMCPY
     rank = _ints(table, schema.RANK)
     timed_device = np.zeros(int(rank.max(initial=0)) + 1, dtype=bool)
     timed_device[rank[device & (codes >= 0)]] = True
@@ -71,7 +83,7 @@ def _class_codes(table: pa.Table) -> npt.NDArray[np.int8]:
     codes[~device & (codes <= FUSED) & ~instance] = -1
     has_compute = np.zeros_like(timed_device)
     has_compute[rank[codes == COMPUTE]] = True
-    fallback = host_rank & ~has_compute[rank] & unclassified & (kind == Kind.CPU_OP)
+    fallback = host_rank & ~has_compute[rank] & unclassified & (kind == 3)
     codes[fallback] = COMPUTE
     return codes
 
@@ -106,6 +118,9 @@ def build_timeline(attributed: pa.Table) -> Timeline:
     row = np.flatnonzero(codes >= 0).astype(np.int64)
     ts = _ints(attributed, schema.TS_NS)
     dur = np.maximum(_ints(attributed, schema.DUR_NS, 0), 0)
+    # rows in (lane, start) order: every union over lanes (or keys refining them) then
+    # finds its input sorted and skips its own sort
+    row = row[np.lexsort((ts[row], lane_of_row[row]))]
     start, end = ts[row], ts[row] + dur[row]
     lane, cls = lane_of_row[row], codes[row]
     n_lanes = int(uniq.shape[0])
@@ -144,7 +159,11 @@ def exposed_by_key(tl: Timeline, inv: I64, n: int, key_lane: I64) -> I64:
     if not comm.any():
         return np.zeros(n, dtype=np.int64)
     key_lanes = Lanes.build(inv, tl.start, tl.end, n)
-    ku = union(key_lanes, inv[comm], tl.start[comm], tl.end[comm])
+    k, s, e = inv[comm], tl.start[comm], tl.end[comm]
+    order = by_key(k, n)
+    if order is not None:
+        k, s, e = k[order], s[order], e[order]
+    ku = union(key_lanes, k, s, e)
     seg = uncovered(tl.lanes, tl.cover_any_compute, key_lane[ku.lane],
                     key_lanes.unplace(ku.lane, ku.start), key_lanes.unplace(ku.lane, ku.end))
     return np.bincount(ku.lane, weights=seg, minlength=n).astype(np.int64)

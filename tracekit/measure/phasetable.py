@@ -19,7 +19,13 @@ import pyarrow.compute as pc
 from tracekit import schema
 from tracekit.measure.crossrank import frame
 from tracekit.measure.intervals import group_rows, union_length
-from tracekit.measure.phases import CLASS_COLUMNS, CLASSES, Timeline, exposed_by_key
+from tracekit.measure.phases import (
+    CLASS_COLUMNS,
+    CLASSES,
+    Timeline,
+    exposed_by_key,
+    value_codes,
+)
 from tracekit.schema import Phase
 
 _SUMS = (schema.COUNT, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS, schema.NOTIFY_NS,
@@ -27,22 +33,27 @@ _SUMS = (schema.COUNT, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS, sch
 _BOUNDED = "_bounded_transfer"
 
 
-def _phase_layer(attributed: pa.Table,
-                 rows: npt.NDArray[np.int64]) -> tuple[np.ndarray, np.ndarray]:
+def _phase_layer(attributed: pa.Table, rows: npt.NDArray[np.int64]
+                 ) -> tuple[np.ndarray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Sorted phase names, each row's index among them (null phase: other), and its layer
+    (-1: none). Phases are few: they are looked up once per distinct value, never decoded
+    or compared per row as strings."""
     sub = attributed.select([schema.PHASE, schema.LAYER]).take(pa.array(rows))
-    phase_col = sub.column(schema.PHASE)
-    if pa.types.is_dictionary(phase_col.type):
-        phase_col = phase_col.cast(phase_col.type.value_type)
-    phase = np.asarray(pc.fill_null(phase_col, Phase.OTHER).to_numpy(zero_copy_only=False),
-                       dtype=object)
+    words = {Phase.OTHER}
+    for chunk in sub.column(schema.PHASE).chunks:
+        distinct = chunk.dictionary if pa.types.is_dictionary(chunk.type) else pc.unique(chunk)
+        words.update(w for w in distinct.to_pylist() if w is not None)
+    names = np.asarray(sorted(words), dtype=str)  # unused names are never indexed
+    codes = value_codes(sub, schema.PHASE, tuple(str(w) for w in names)).astype(np.int64)
+    codes[codes == -2] = int(np.flatnonzero(names == Phase.OTHER)[0])
     layer = np.asarray(pc.fill_null(sub.column(schema.LAYER), -1).to_numpy(), dtype=np.int64)
-    return phase, layer
+    return names, codes, layer
 
 
-def _time_by_key(tl: Timeline, phase: np.ndarray, layer: np.ndarray) -> pd.DataFrame:
+def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int64],
+                 layer: np.ndarray) -> pd.DataFrame:
     """Per (rank, phase, layer) class busy time and exposed communication."""
-    names, phase_code = np.unique(phase.astype(str), return_inverse=True)
-    keys, inv = group_rows(tl.lane, phase_code.reshape(-1).astype(np.int64), layer)
+    keys, inv = group_rows(tl.lane, phase_code, layer)
     n = len(keys)
     data: dict[str, np.ndarray] = {
         schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
@@ -58,11 +69,11 @@ def _time_by_key(tl: Timeline, phase: np.ndarray, layer: np.ndarray) -> pd.DataF
 
 def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> pa.Table:
     """PHASES from the timeline (time classes) and the MEASURED rows (bytes, bounds, wait)."""
-    phase, layer = _phase_layer(attributed, tl.row)
-    per_layer = _time_by_key(tl, phase, layer)
+    names, phase, layer = _phase_layer(attributed, tl.row)
+    per_layer = _time_by_key(tl, names, phase, layer)
     if per_layer.empty and measured.empty:  # no device time and no collective (issue 16)
         return schema.PHASES.empty_table()
-    all_layers = _time_by_key(tl, phase, np.full_like(layer, -1))
+    all_layers = _time_by_key(tl, names, phase, np.full_like(layer, -1))
     m = measured.copy()
     m[schema.PHASE] = m[schema.PHASE].fillna(Phase.OTHER)
     m[schema.LAYER] = m[schema.LAYER].fillna(-1).astype("int64")

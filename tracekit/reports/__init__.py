@@ -7,8 +7,8 @@
     write("html", analysis, "report.html")   # temp file in the same folder, then rename
 
 A reporter is a module of this package with a function ``render(analysis, **options)``.
-Modules are imported on first use, so ``import tracekit.reports`` stays cheap (holoviews and
-bokeh load only for HTML).
+Modules are imported on first use, so ``import tracekit.reports`` stays cheap (bokeh loads
+only for HTML).
 """
 
 from __future__ import annotations

@@ -195,8 +195,9 @@ def _inline_resources() -> Any:
     """bokeh's inline resources without the external files other libraries' models declare.
 
     ``Resources.js_files`` lists the ``__javascript__`` URLs of every registered bokeh model
-    class, used or not (panel, imported by holoviews, registers an ES-module shim that is
-    not part of this page). The report uses only bokeh's own models, whose code is inline.
+    class, used or not (panel, when imported by another library, registers an ES-module shim
+    that is not part of this page). The report uses only bokeh's own models, whose code is
+    inline.
     """
     from bokeh.resources import Resources
 
@@ -223,9 +224,14 @@ def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIM
     for p in page:
         if not re.match(_PANEL_RE, p.key):
             raise ValueError(f"panel key {p.key!r} is not an identifier")
-    models = [m for p in page for m in p.roots]
+    from bokeh.document import Document
+
+    doc = Document()
+    with doc.models.freeze():  # one walk over the models for all roots, not one per root
+        for model in (m for p in page for m in p.roots):
+            doc.add_root(model)
     return file_html(
-        models, resources=_inline_resources(), title=title,
+        doc, resources=_inline_resources(), title=title,
         template=_template([(p.key, [m.name for m in p.roots]) for p in page]),
         template_variables={
             "style": parts.STYLE, "heading": parts.esc(title),

@@ -1,4 +1,5 @@
-"""The HTML report's plots: holoviews elements rendered to bokeh models.
+"""The HTML report's plots: plain bokeh figures (no holoviews: importing it and laying out
+its elements took longer than the rest of the report).
 
 Input frames come from ``plotframes`` (pure); this module only draws. Hover tooltips are
 (label, "@column") pairs: bokeh inserts those values as escaped text, never as HTML, so a
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import holoviews as hv
-import holoviews.plotting.bokeh  # registers the bokeh backend, needed before .opts
 import numpy as np
 import pandas as pd
 
@@ -24,26 +23,9 @@ GROUP_COLORS = {  # fixed per communicator, so reports of different runs agree
     s.Group.DP: "#17becf", s.Group.PP: "#bcbd22", s.Group.WORLD: "#7f7f7f",
 }
 
-_RENDERER: Any = None
-
-
 def root_name(key: str) -> str:
-    """The bokeh root name of panel ``key`` (prefixed: holoviews names inner models too)."""
+    """The bokeh root name of panel ``key`` (the page template embeds each root by name)."""
     return f"tracekit_{key}"
-
-
-def _render(element: Any, name: str) -> Any:
-    """A holoviews element as a bokeh model named ``name`` (the template embeds it by name)."""
-    global _RENDERER
-    if _RENDERER is None:
-        _RENDERER = hv.renderer("bokeh")
-    model = _RENDERER.get_plot(element).state
-    model.name = root_name(name)
-    from bokeh.models import Plot
-
-    for plot in model.select({"type": Plot}):
-        plot.output_backend = "canvas"  # no WebGL: works in any browser, headless included
-    return model
 
 
 def tooltips(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -145,41 +127,67 @@ def occupancy(occ: Any, ranks: list[int]) -> Any:
 
 def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
     """Per layer (one row each), the phases' parts end to end; a black tick marks the bound."""
+    from bokeh.models import HoverTool, Range1d
+    from bokeh.plotting import figure
+
     from tracekit.reports import plotframes_agg as agg
 
     layers = sorted(int(v) for v in wf[s.LAYER].unique())
     df = wf.assign(**{pf.Y0: wf[s.LAYER] - 0.38, pf.Y1: wf[s.LAYER] + 0.38})
-    tips = tooltips([("layer", s.LAYER), ("phase", s.PHASE), ("part", agg.SEGMENT),
-                     ("time per rank", agg.MS_TXT), ("bound", agg.BOUND_TXT),
-                     ("paths", agg.PATHS)])
-    rects = hv.Rectangles(df, kdims=[agg.START_MS, pf.Y0, agg.END_MS, pf.Y1],
-                          vdims=[s.LAYER, s.PHASE, agg.SEGMENT, agg.MS_TXT, agg.BOUND_TXT,
-                                 agg.PATHS, pf.COLOR]).opts(
-        backend="bokeh", color=pf.COLOR, line_color="white", line_width=1, tools=["hover"],
-        hover_tooltips=tips, default_tools=["xwheel_zoom", "xpan", "box_zoom", "reset", "save"])
-    overlay = [rects]
+    fig = figure(width=WIDTH, height=max(200, min(1400, 30 * len(layers) + 90)),
+                 tools="xwheel_zoom,xpan,box_zoom,reset,save", active_scroll="xwheel_zoom",
+                 x_axis_label="time per rank within the layer", y_axis_label="layer",
+                 output_backend="canvas", toolbar_location="above")
+    rects = fig.quad(left=agg.START_MS, right=agg.END_MS, bottom=pf.Y0, top=pf.Y1,
+                     source=_source(df), fill_color=pf.COLOR, line_color="white", line_width=1)
+    fig.add_tools(HoverTool(renderers=[rects], tooltips=tooltips([
+        ("layer", s.LAYER), ("phase", s.PHASE), ("part", agg.SEGMENT),
+        ("time per rank", agg.MS_TXT), ("bound", agg.BOUND_TXT), ("paths", agg.PATHS)])))
     if len(bounds):
         b = bounds.assign(**{pf.Y0: bounds[s.LAYER] - 0.46, pf.Y1: bounds[s.LAYER] + 0.46})
-        overlay.append(hv.Segments(b, kdims=[agg.BOUND_MS, pf.Y0, agg.BOUND_MS, pf.Y1],
-                                   vdims=[s.LAYER, s.PHASE, agg.BOUND_TXT, agg.PATHS]).opts(
-            backend="bokeh", color="black", line_width=3, tools=["hover"],
-            hover_tooltips=tooltips([("bound of", s.PHASE), ("layer", s.LAYER),
-                                     ("bound", agg.BOUND_TXT), ("paths", agg.PATHS)])))
-    plot = hv.Overlay(overlay).opts(
-        backend="bokeh", width=WIDTH, height=max(200, min(1400, 30 * len(layers) + 90)),
-        invert_yaxis=True, xlabel="time per rank within the layer", ylabel="layer",
-        title="", xformatter=ms_ticks(), yticks=_rank_ticks(layers))
-    return _render(plot, "waterfall")
+        ticks = fig.segment(x0=agg.BOUND_MS, y0=pf.Y0, x1=agg.BOUND_MS, y1=pf.Y1,
+                            source=_source(b), line_color="black", line_width=3)
+        fig.add_tools(HoverTool(renderers=[ticks], tooltips=tooltips([
+            ("bound of", s.PHASE), ("layer", s.LAYER), ("bound", agg.BOUND_TXT),
+            ("paths", agg.PATHS)])))
+    lo, hi = (min(layers), max(layers)) if layers else (0, 0)
+    fig.y_range = Range1d(hi + 0.5, lo - 0.5)  # inverted: the first layer at the top
+    fig.yaxis.ticker = _rank_ticks(layers) or [0]
+    fig.xaxis.formatter = ms_ticks()
+    fig.grid.grid_line_alpha = 0.3
+    fig.name = root_name("waterfall")
+    return fig
 
 
 def phase_bars(parts: pd.DataFrame) -> Any:
-    bars = hv.Bars(parts, kdims=[s.PHASE, pf.PART], vdims=[pf.MS_PER_RANK])
-    bars = bars.opts(
-        backend="bokeh", stacked=True, cmap=pf.PART_COLORS, tools=["hover"], width=WIDTH,
-        height=380, ylabel="time per rank", xlabel="phase", show_legend=True,
-        legend_position="right", title="", yformatter=ms_ticks(),
-    )
-    return _render(bars, "phases")
+    """Per phase, its parts stacked (one bar each, in the frame's order), legend on the right."""
+    from bokeh.models import HoverTool, Legend, LegendItem
+    from bokeh.plotting import figure
+
+    phases = [str(p) for p in pd.unique(parts[s.PHASE].astype(str))]
+    df = parts.assign(**{s.PHASE: parts[s.PHASE].astype(str)})
+    ms = df[pf.MS_PER_RANK].astype(float).fillna(0.0)
+    top = ms.groupby(df[s.PHASE], sort=False).cumsum()
+    df = df.assign(**{"_bottom": top - ms, "_top": top, "_width": 0.8,
+                      pf.COLOR: df[pf.PART].map(pf.PART_COLORS).fillna("#888888")})
+    fig = figure(x_range=phases, width=WIDTH, height=380, tools="hover,save,reset",
+                 x_axis_label="phase", y_axis_label="time per rank", output_backend="canvas",
+                 toolbar_location="above")
+    bars = fig.vbar(x=s.PHASE, bottom="_bottom", top="_top", width="_width",
+                    source=_source(df), fill_color=pf.COLOR, line_color="white")
+    hover = fig.select_one({"type": HoverTool})
+    hover.renderers = [bars]
+    hover.tooltips = tooltips([("phase", s.PHASE), ("part", pf.PART),
+                               ("time per rank", pf.MS_PER_RANK)])
+    names = [str(p) for p in pd.unique(df[pf.PART])]
+    index = {name: int(np.flatnonzero(df[pf.PART].to_numpy() == name)[0]) for name in names}
+    fig.add_layout(Legend(items=[LegendItem(label=name, renderers=[bars], index=index[name])
+                                 for name in names]), "right")
+    fig.yaxis.formatter = ms_ticks()
+    fig.y_range.start = 0
+    fig.xgrid.grid_line_color = None
+    fig.name = root_name("phases")
+    return fig
 
 
 def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[float, float]:
@@ -187,8 +195,38 @@ def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[floa
     return (min(values) / 1.6, max(values) * 1.6) if values else (0.1, 10.0)
 
 
+def _log_figure(title: str, ylabel: str, yformatter: Any, x_range: tuple[float, float],
+                y_range: tuple[float, float]) -> Any:
+    from bokeh.models import Range1d
+    from bokeh.plotting import figure
+
+    fig = figure(width=WIDTH // 2, height=420, x_axis_type="log", y_axis_type="log",
+                 x_range=Range1d(*x_range), y_range=Range1d(*y_range), title=title,
+                 x_axis_label="message size S (nccl-tests)", y_axis_label=ylabel,
+                 tools="wheel_zoom,pan,box_zoom,reset,save", active_scroll="wheel_zoom",
+                 output_backend="canvas", toolbar_location="above")
+    fig.xaxis.formatter = bytes_ticks()
+    fig.xaxis.ticker = _log_ticks()
+    fig.yaxis.formatter = yformatter
+    fig.yaxis.ticker = _log_ticks()
+    fig.grid.grid_line_alpha = 0.3
+    return fig
+
+
+def _source(df: pd.DataFrame) -> Any:
+    from bokeh.models import ColumnDataSource
+
+    return ColumnDataSource({str(c): df[c].to_numpy() for c in df.columns})
+
+
 def efficiency(groups: pd.DataFrame) -> Any:
-    """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s."""
+    """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s.
+
+    Plain bokeh figures (one data source per communicator and op): holoviews spent most of
+    the report's plotting time laying out these few markers."""
+    from bokeh.layouts import gridplot
+    from bokeh.models import HoverTool, Span
+
     from tracekit.reports import plotframes_agg as agg
 
     keys = sorted(set(groups[pf.KEY]))
@@ -198,60 +236,90 @@ def efficiency(groups: pd.DataFrame) -> Any:
     tips = tooltips([("group · op", pf.KEY), ("path", s.PATH), ("message size", pf.BYTES_TXT),
                      ("collective rows", agg.N), ("median efficiency", pf.EFF_TXT),
                      ("min - max", agg.RANGE_TXT)])
-    vd = [agg.EFF_MED, agg.N, pf.KEY, s.PATH, pf.BYTES_TXT, pf.EFF_TXT, agg.RANGE_TXT, pf.COLOR]
-    left, right = [], []
-    for key in keys:
-        k = df[df[pf.KEY] == key]
-        left.append(hv.Segments(k, kdims=[s.MSG_BYTES, agg.EFF_MIN, s.MSG_BYTES, agg.EFF_MAX])
-                    .opts(backend="bokeh", color=cmap[key], line_width=2, alpha=0.6))
-        left.append(hv.Scatter(k, kdims=[s.MSG_BYTES], vdims=vd, label=key).opts(
-            backend="bokeh", color=cmap[key], size=9, tools=["hover"], hover_tooltips=tips))
-        right.append(hv.Segments(k, kdims=[s.MSG_BYTES, agg.BW_MIN, s.MSG_BYTES, agg.BW_MAX])
-                     .opts(backend="bokeh", color=cmap[key], line_width=2, alpha=0.6))
-        right.append(hv.Scatter(k, kdims=[s.MSG_BYTES], vdims=[agg.BW_MED, *vd[1:]],
-                                label=f"{key} achieved").opts(
-            backend="bokeh", color=cmap[key], size=9, tools=["hover"], hover_tooltips=tips))
-        bound = k.groupby(s.MSG_BYTES, sort=True)[pf.BOUND_GBPS].median().reset_index()
-        right.append(hv.Curve(bound, kdims=[s.MSG_BYTES], vdims=[pf.BOUND_GBPS],
-                              label=f"{key} bound").opts(
-            backend="bokeh", color=cmap[key], line_dash="dashed", line_width=2))
-        right.append(hv.Scatter(bound, kdims=[s.MSG_BYTES], vdims=[pf.BOUND_GBPS]).opts(
-            backend="bokeh", color=cmap[key], marker="diamond", size=12, fill_alpha=0))
-    ceiling = hv.HLine(1.0).opts(backend="bokeh", color="#444444", line_dash="dashed",
-                                 line_width=1.5)
     eff_range = _log_range(float(df[agg.EFF_MIN].min()), float(df[agg.EFF_MAX].max()), (1.0,))
     bw_values = pd.concat([df[agg.BW_MIN], df[agg.BW_MAX], df[pf.BOUND_GBPS]]).astype(float)
     bw_range = _log_range(float(bw_values.min()), float(bw_values.max()))
-    common = {"backend": "bokeh", "logx": True, "logy": True, "xlim": xr,
-              "xformatter": bytes_ticks(), "xticks": _log_ticks(),
-              "xlabel": "message size S (nccl-tests)",
-              "width": WIDTH // 2, "height": 420, "legend_position": "bottom_right"}
-    lplot = hv.Overlay([*left, ceiling]).opts(
-        ylim=eff_range, ylabel="efficiency = bound / transfer (1.0 = at the bound)",
-        yformatter=_formatter(_RATIO_TICKS), yticks=_log_ticks(),
-        title="efficiency per message size (median, whisker min-max)", **common)
-    rplot = hv.Overlay(right).opts(
-        ylim=bw_range, ylabel="algorithm bandwidth S / time", yformatter=_formatter(_GBPS_TICKS),
-        yticks=_log_ticks(),
-        title="achieved (dots) and bound (dashed, diamonds) bandwidth", **common)
-    return _render((lplot + rplot).cols(2).opts(backend="bokeh", shared_axes=False),
-                   "efficiency")
+    left = _log_figure("efficiency per message size (median, whisker min-max)",
+                       "efficiency = bound / transfer (1.0 = at the bound)",
+                       _formatter(_RATIO_TICKS), xr, eff_range)
+    right = _log_figure("achieved (dots) and bound (dashed, diamonds) bandwidth",
+                        "algorithm bandwidth S / time", _formatter(_GBPS_TICKS), xr, bw_range)
+    hover_left, hover_right = [], []
+    for key in keys:
+        color = cmap[key]
+        src = _source(df[df[pf.KEY] == key])
+        left.segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX,
+                     source=src, line_color=color, line_width=2, line_alpha=0.6)
+        hover_left.append(left.scatter(x=s.MSG_BYTES, y=agg.EFF_MED, source=src, color=color,
+                                       size=9, legend_label=key))
+        right.segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX,
+                      source=src, line_color=color, line_width=2, line_alpha=0.6)
+        hover_right.append(right.scatter(x=s.MSG_BYTES, y=agg.BW_MED, source=src, color=color,
+                                         size=9, legend_label=f"{key} achieved"))
+        k = df[df[pf.KEY] == key]
+        bound = _source(k.groupby(s.MSG_BYTES, sort=True)[pf.BOUND_GBPS].median().reset_index())
+        right.line(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=bound, line_color=color,
+                   line_dash="dashed", line_width=2, legend_label=f"{key} bound")
+        right.scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=bound, marker="diamond", size=12,
+                      line_color=color, fill_alpha=0)
+    left.add_layout(Span(location=1.0, dimension="width", line_color="#444444",
+                         line_dash="dashed", line_width=1.5))
+    left.add_tools(HoverTool(renderers=hover_left, tooltips=tips))
+    right.add_tools(HoverTool(renderers=hover_right, tooltips=tips))
+    for fig in (left, right):
+        fig.legend.location = "bottom_right"
+    grid = gridplot([[left, right]], toolbar_location="above")
+    grid.name = root_name("efficiency")
+    return grid
 
 
 def a2a(data: pf.A2A) -> Any:
+    """Left: the C[i][j] heat map (source rank i down, destination j across); right: bytes
+    sent and received per rank."""
+    from bokeh.layouts import gridplot
+    from bokeh.models import ColorBar, HoverTool, LinearColorMapper, Range1d
+    from bokeh.palettes import Viridis256
+    from bokeh.plotting import figure
+    from bokeh.transform import dodge
+
     ranks = sorted(int(r) for r in set(data.matrix[s.SRC_RANK]) | set(data.matrix[s.DST_RANK]))
     ticks = _rank_ticks(ranks)
-    heat = hv.HeatMap(data.matrix, kdims=[s.DST_RANK, s.SRC_RANK], vdims=[s.MSG_BYTES]).opts(
-        backend="bokeh", cmap="Viridis", colorbar=True, tools=["hover"], invert_yaxis=True,
-        xlabel="destination rank j", ylabel="source rank i", width=WIDTH // 2 + 60, height=480,
-        xticks=ticks, yticks=ticks, colorbar_opts={"formatter": bytes_ticks()},
-        title=f"C[i][j] bytes, summed over {data.instances} all-to-all instance(s)")
-    long = data.per_rank.melt(id_vars=[s.RANK], value_vars=[s.SEND_BYTES, s.RECV_BYTES],
-                              var_name=pf.PART, value_name=s.MSG_BYTES)
-    long[s.RANK] = long[s.RANK].astype(int).astype(str)
-    bars = hv.Bars(long, kdims=[s.RANK, pf.PART], vdims=[s.MSG_BYTES]).opts(
-        backend="bokeh", tools=["hover"], width=WIDTH // 2 - 60, height=480, xlabel="rank",
-        ylabel="bytes", title="bytes sent and received per rank", show_legend=True,
-        cmap={s.SEND_BYTES: "#4c78a8", s.RECV_BYTES: "#f58518"}, xrotation=90,
-        yformatter=bytes_ticks())
-    return _render((heat + bars).cols(2).opts(backend="bokeh", shared_axes=False), "a2a")
+    lo, hi = (min(ranks), max(ranks)) if ranks else (0, 0)
+    m = data.matrix.assign(**{s.MSG_BYTES: data.matrix[s.MSG_BYTES].astype(float)})
+    mapper = LinearColorMapper(palette=Viridis256, low=float(m[s.MSG_BYTES].min()),
+                               high=float(m[s.MSG_BYTES].max()))
+    heat = figure(width=WIDTH // 2 + 60, height=480, x_range=Range1d(lo - 0.5, hi + 0.5),
+                  y_range=Range1d(hi + 0.5, lo - 0.5), tools="hover,save,reset",
+                  x_axis_label="destination rank j", y_axis_label="source rank i",
+                  title=f"C[i][j] bytes, summed over {data.instances} all-to-all instance(s)",
+                  output_backend="canvas", toolbar_location="above")
+    cells = heat.rect(x=s.DST_RANK, y=s.SRC_RANK, width=1, height=1, source=_source(m),
+                      fill_color={"field": s.MSG_BYTES, "transform": mapper}, line_color=None)
+    hover = heat.select_one({"type": HoverTool})
+    hover.renderers = [cells]
+    hover.tooltips = tooltips([(s.DST_RANK, s.DST_RANK), (s.SRC_RANK, s.SRC_RANK),
+                               (s.MSG_BYTES, s.MSG_BYTES)])
+    heat.add_layout(ColorBar(color_mapper=mapper, formatter=bytes_ticks()), "right")
+    heat.xaxis.ticker = heat.yaxis.ticker = ticks or [0]
+    per = data.per_rank.assign(**{s.RANK: data.per_rank[s.RANK].astype(int).astype(str)})
+    names = list(per[s.RANK])
+    bars = figure(x_range=names, width=WIDTH // 2 - 60, height=480, tools="hover,save,reset",
+                  x_axis_label="rank", y_axis_label="bytes",
+                  title="bytes sent and received per rank", output_backend="canvas",
+                  toolbar_location="above")
+    src = _source(per)
+    drawn = [bars.vbar(x=dodge(s.RANK, offset, range=bars.x_range), top=col, width=0.4,
+                       source=src, color=color, legend_label=col)
+             for col, offset, color in ((s.SEND_BYTES, -0.2, "#4c78a8"),
+                                        (s.RECV_BYTES, 0.2, "#f58518"))]
+    hover = bars.select_one({"type": HoverTool})
+    hover.renderers = drawn
+    hover.tooltips = tooltips([(s.RANK, s.RANK), (s.SEND_BYTES, s.SEND_BYTES),
+                               (s.RECV_BYTES, s.RECV_BYTES)])
+    bars.xaxis.major_label_orientation = np.pi / 2
+    bars.yaxis.formatter = bytes_ticks()
+    bars.y_range.start = 0
+    bars.xgrid.grid_line_color = None
+    grid = gridplot([[heat, bars]], toolbar_location="above")
+    grid.name = root_name("a2a")
+    return grid

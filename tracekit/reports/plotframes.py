@@ -1,7 +1,7 @@
 """Pure functions that prepare the HTML report's plot data (no plotting, no HTML here).
 
 Each returns a pandas frame (or a small dataclass of frames) with display-ready columns; the
-``html_*`` modules only turn them into holoviews elements. Big runs are cut here: the timeline
+``html_*`` modules only turn them into bokeh figures. Big runs are cut here: the timeline
 keeps the longest kernels of every rank and the scatter a regular sample, so a 64-rank report
 stays small, and each frame says how many rows it kept out of how many.
 """
