@@ -1,5 +1,5 @@
 """No import cycle anywhere in tracekit, counting the imports inside functions: a
-function-level import may defer a cost (pandas, holoviews, torch), never dodge a cycle. The
+function-level import may defer a cost (pandas, bokeh, torch), never dodge a cycle. The
 layers between packages are import-linter's contract in pyproject.toml (`make test`)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The `tracekit` command: one module per subcommand, registered in SUBCOMMANDS.
 
-Each module defines ``command`` (a click.Command). Heavy imports (torch, holoviews, dask) stay
+Each module defines ``command`` (a click.Command). Heavy imports (torch, bokeh, dask) stay
 inside the command functions so that `tracekit --help` is fast.
 """
 

@@ -27,7 +27,7 @@ NOT_INPUTS = frozenset({"cache_dir", "partitioned", "out", "out_dir"})
 # a parameter that is a name or a file
 NAME_OR_FILE = frozenset({"hardware"})
 # report format -> (extra, modules it needs)
-EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {"html": ("html", ("holoviews", "bokeh"))}
+EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {"html": ("html", ("bokeh",))}
 
 
 def _paths(value: Any) -> Iterable[Path]:
