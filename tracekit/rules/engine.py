@@ -17,8 +17,6 @@ every row gets its kernel class.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -28,7 +26,13 @@ from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
-from tracekit.rules.grouping import grouped_tuples
+from tracekit.rules.grouping import (
+    first_rows,
+    per_value,
+    position_in_group,
+    row_codes,
+    sequence_ids,
+)
 from tracekit.rules.groups import attribute_groups, kernel_group, participants_pass
 from tracekit.rules.kernels import classify, rule_column
 from tracekit.rules.launcher import launchers, take_launcher_facts
@@ -52,7 +56,7 @@ from tracekit.rules.paths import (
     rule_paths,
     slot_candidates,
 )
-from tracekit.rules.signatures import transfer
+from tracekit.rules.signatures import layer_codes, transfer
 from tracekit.rules.stacks import missing_call_sites, with_call_sites
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
@@ -183,6 +187,14 @@ def _from_wrappers(comm: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# the columns of the first unit of each logical collective that the layer steps read
+_FIRST_COLS = [S.RANK, F.ORDER_TS, S.LOGICAL_ID, F.LOGICAL_OP, S.GROUP, S.NAME, S.CALL_SITE,
+               S.PATH, F.PATH_RULE, S.STATUS, F.CANDIDATES, F.GROUP_RULE, F.GROUP_REASON]
+_VERDICT = (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON)
+_PER_LOGICAL = (S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP)
+Item = tuple[str | None, tuple[str, ...]]
+
+
 def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
                      topo: Topology | None) -> pd.DataFrame:
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
@@ -197,54 +209,39 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP], _group_sizes(comm, topo))
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
-    comm[S.PATH] = None
-    comm[F.PATH_RULE] = None
-    comm = comm.drop(columns=[S.PATH, F.PATH_RULE]).join(rule_paths(comm, rules, topo))
+    for col, values in rule_paths(comm, rules, topo).items():
+        comm[col] = values
 
     # the units in issue order, then the first unit of each logical collective: ordered on
-    # the few columns that decide it, the wide frame is taken once
+    # the few columns that decide it, only the columns the layer steps read are taken
     units = comm.loc[comm[F.UNIT], [S.RANK, F.ORDER_TS, S.TS_NS, S.LOGICAL_ID]].sort_values(
         [S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
     unit_steps = steps(frame, units)
     lead = ~units[S.LOGICAL_ID].duplicated().to_numpy()
-    first = comm.loc[units.index[lead]].copy()
+    first = comm.loc[units.index[lead], _FIRST_COLS]
     first[F.STEP] = unit_steps.to_numpy()[lead]
-    token_cols = first[[F.LOGICAL_OP, S.GROUP, S.NAME, S.CALL_SITE]].astype("object")
-    token_cols = token_cols.where(token_cols.notna(), None)  # NaN != NaN would break periods
-    first[F.TOKEN] = list(token_cols.itertuples(index=False, name=None))
-    first[F.SLOTS] = [
-        () if isinstance(p, str) else slot_candidates(rules, topo, o, g)
-        for o, g, p in zip(first[F.LOGICAL_OP], first[S.GROUP], first[S.PATH], strict=True)]
-    required = required_families(rules, topo, set(comm[S.PATH].dropna()))
-
-    items = _sequence(first)
-    fitting: dict[tuple[tuple[str | None, tuple[str, ...]], ...], bool] = {}
+    # equal (op, group, name, call site) tokens, equal codes (missing values alike)
+    first[F.TOKEN] = row_codes(first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
+                               first[S.CALL_SITE])
+    item_codes, items = _items(first, rules, topo)
+    required = required_families(rules, topo, set(comm[S.PATH].dropna().unique().tolist()))
+    fitting: dict[bytes, bool] = {}
 
     def fits(positions: np.ndarray) -> bool:
         # a period must hold whole layers without slots the topology does not expect
-        seq = tuple(items[i] for i in positions.tolist())
-        if seq not in fitting:
-            fitting[seq] = place(rules, seq, topo, required, allow_unexpected=False) is not None
-        return fitting[seq]
+        key = item_codes[positions].tobytes()
+        if key not in fitting:
+            seq = [items[c] for c in item_codes[positions].tolist()]
+            fitting[key] = place(rules, seq, topo, required, allow_unexpected=False) is not None
+        return fitting[key]
 
     layer = marker_layers(frame, first, rules)
     hint = topo.config.layers if topo is not None else None
     layer = layer.fillna(periodic_layers(first, hint, fits))
     first[S.LAYER] = layer
-    first = transfer(_place_paths(rules, first, topo, required), rules)
+    first = transfer(_place_paths(rules, first, topo, required, item_codes, items), rules)
     first[S.LAYER] = _only_model_layers(first, rules)
-    per_logical = first.set_index(S.LOGICAL_ID)
-    known = comm[S.LOGICAL_ID].notna()
-    borrowed = per_logical.loc[(per_logical[F.GROUP_RULE] == "layer.signature").to_numpy(),
-                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON]]
-    take = known & comm[S.LOGICAL_ID].isin(borrowed.index)
-    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if take.any() else ():
-        comm.loc[take, col] = comm.loc[take, S.LOGICAL_ID].map(borrowed[col])
-    for col in (S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP):
-        values = comm.loc[known, S.LOGICAL_ID].map(per_logical[col])
-        if col in (S.PATH, F.PATH_RULE):
-            values = values.where(values.notna(), comm.loc[known, col])
-        comm.loc[known, col] = values
+    comm = _from_first(comm, first)
     # gloo annotations take the order facts of their c10d op
     linked = comm[comm[F.LINK] >= 0]
     target = by_row.reindex(linked[F.LINK]).to_numpy()
@@ -253,7 +250,61 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
     comm = take_prepared(comm)
     comm = _fill_wrappers(comm)
-    comm[S.PHASE] = comm[S.PATH].map(rules.phase_of)
+    comm[S.PHASE] = pd.Series(per_value(comm[S.PATH], rules.phase_of), index=comm.index,
+                              dtype=object)
+    return comm
+
+
+def _items(first: pd.DataFrame, rules: RuleSet,
+           topo: Topology | None) -> tuple[np.ndarray, list[Item]]:
+    """Per row of ``first``, a code of its (known path, slot candidates) item, and the items
+    by code: slots are looked up once per distinct (op, group), not per row."""
+    pair = row_codes(first[F.LOGICAL_OP], first[S.GROUP])
+    reps = first.iloc[first_rows(pair)]
+    slots: list[tuple[str, ...]] = [
+        slot_candidates(rules, topo, None if pd.isna(o) else o, None if pd.isna(g) else g)
+        for o, g in zip(reps[F.LOGICAL_OP].tolist(), reps[S.GROUP].astype("object").tolist(),
+                        strict=True)]
+    known = first[S.PATH].notna().to_numpy()
+    slot_code = np.where(known, len(slots), pair)  # a known path has no open slot
+    slots.append(())
+    codes = row_codes(first[S.PATH], slot_code)
+    reps_at = first_rows(codes)
+    paths = first[S.PATH].to_numpy(dtype=object)[reps_at]
+    items: list[Item] = [(p if isinstance(p, str) else None, slots[c])
+                         for p, c in zip(paths.tolist(), slot_code[reps_at].tolist(),
+                                         strict=True)]
+    return codes, items
+
+
+def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
+    """Every row of a logical collective takes the layer facts of its first unit (and the
+    group that a layer signature lent it); a row without a path rule result keeps its own."""
+    ids = comm[S.LOGICAL_ID].to_numpy(dtype=float)
+    known = np.flatnonzero(~np.isnan(ids))
+    first_ids = first[S.LOGICAL_ID].to_numpy(dtype=np.int64)
+    at = np.full(int(first_ids.max()) + 1 if len(first_ids) else 0, -1, dtype=np.int64)
+    at[first_ids] = np.arange(len(first_ids))
+    src = at[ids[known].astype(np.int64)]
+    borrowed = (first[F.GROUP_RULE] == "layer.signature").to_numpy()[src]
+    for col in _VERDICT if borrowed.any() else ():
+        values = comm[col].to_numpy(dtype=object, copy=True)
+        values[known[borrowed]] = first[col].to_numpy(dtype=object)[src[borrowed]]
+        comm[col] = pd.Series(values, index=comm.index, dtype=object)
+    for col in _PER_LOGICAL:
+        mine = first[col].to_numpy()[src]
+        if col in (S.PATH, F.PATH_RULE):
+            own = comm[col].to_numpy(dtype=object)
+            mine = mine.astype(object)
+            missing = pd.isna(mine)
+            mine[missing] = own[known[missing]]
+            values = own.copy()
+        elif mine.dtype.kind == "f":
+            values = np.full(len(comm), np.nan)
+        else:
+            values = np.full(len(comm), None, dtype=object)
+        values[known] = mine
+        comm[col] = pd.Series(values, index=comm.index, dtype=values.dtype)
     return comm
 
 
@@ -267,62 +318,71 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
                      [S.RANK, S.EXTERNAL_ID, *_ORDER_FACTS]]
     if not units.empty:
         by_ext = units.drop_duplicates([S.RANK, S.EXTERNAL_ID]).set_index([S.RANK, S.EXTERNAL_ID])
-        need = comm[comm[S.LOGICAL_ID].isna() & comm[S.EXTERNAL_ID].notna()]
+        need = comm.loc[comm[S.LOGICAL_ID].isna() & comm[S.EXTERNAL_ID].notna(),
+                        [S.RANK, S.EXTERNAL_ID]]
         keys = pd.MultiIndex.from_frame(need[[S.RANK, S.EXTERNAL_ID]])
         for col in _ORDER_FACTS:
             comm.loc[need.index, col] = by_ext[col].reindex(keys).to_numpy()
-    return fill_from_nested(comm, comm, S.LOGICAL_ID, _ORDER_FACTS)
+    # nesting is found on the thread and time columns alone: the wide frame is not copied
+    narrow = comm[[S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]]
+    filled = fill_from_nested(narrow, narrow, S.LOGICAL_ID, _ORDER_FACTS)
+    if filled is not narrow:
+        for col in _ORDER_FACTS:
+            comm[col] = filled[col]
+    return comm
 
 
 def _only_model_layers(first: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """Keep a layer index only where the layer holds a decoder-layer path (not other)."""
-    in_layer = first[S.PATH].map(
-        lambda p: (rules.phase_of(p) or S.Phase.OTHER) != S.Phase.OTHER)
+    in_layer = pd.Series(per_value(
+        first[S.PATH], lambda p: (rules.phase_of(p) or S.Phase.OTHER) != S.Phase.OTHER),
+        index=first.index, dtype=bool)
     keys = [first[S.RANK], first[F.STEP].fillna(-1), first[S.LAYER]]
     keep = in_layer.groupby(keys, dropna=False).transform("any")
     return first[S.LAYER].where(keep.astype(bool))
 
 
-def _sequence(rows: pd.DataFrame) -> list[tuple[str | None, tuple[str, ...]]]:
-    paths = [p if isinstance(p, str) else None for p in rows[S.PATH]]
-    return list(zip(paths, rows[F.SLOTS], strict=True))
-
-
 def _place_paths(rules: RuleSet, first: pd.DataFrame, topo: Topology | None,
-                 required: Families) -> pd.DataFrame:
+                 required: Families, item_codes: np.ndarray, items: list[Item]) -> pd.DataFrame:
     """Place open slots layer by layer; layers with the same sequence are solved once."""
-    first = first.copy()
     first[F.PATH_REASON] = None
-    keyed = first[first[S.LAYER].notna()]
-    if keyed.empty:
+    keyed = np.flatnonzero(first[S.LAYER].notna().to_numpy())
+    if not len(keyed):
         return first
-    seq_items = pd.Series(_sequence(keyed), index=keyed.index)
-    layer_key = pd.Series(pd.factorize(pd.MultiIndex.from_arrays(
-        [keyed[S.RANK], keyed[F.STEP].fillna(-1), keyed[S.LAYER]]))[0], index=keyed.index)
-    sequences = grouped_tuples(seq_items, layer_key)
-    solved: dict[tuple[tuple[str | None, tuple[str, ...]], ...], Placement | None] = {}
-    for seq in set(sequences):
+    layer_key = layer_codes(first.iloc[keyed])
+    seq_of_layer, sequences = sequence_ids(item_codes[keyed], layer_key)
+    # per distinct sequence with an open slot: (path, reason) of each of its positions
+    outcomes: dict[int, list[tuple[str | None, str | None]]] = {}
+    for sid, codes in enumerate(sequences):
+        seq = [items[c] for c in codes.tolist()]
         if any(p is None and c for p, c in seq):
-            solved[seq] = (place(rules, seq, topo, required)
-                          or place(rules, seq, topo, allow_unexpected=False))
-    if not solved:
+            placed = (place(rules, seq, topo, required)
+                      or place(rules, seq, topo, allow_unexpected=False))
+            outcomes[sid] = [_slot_outcome(placed, pos, item) for pos, item in enumerate(seq)]
+    if not outcomes:
         return first
-    position = keyed.groupby(layer_key).cumcount()
-    seqs = layer_key.map(sequences)
-    outcome = [_slot_outcome(solved.get(seq), pos, seq[pos])
-               for seq, pos in zip(seqs, position, strict=True)]
-    paths = pd.Series([o[0] for o in outcome], index=keyed.index, dtype=object)
-    reasons = pd.Series([o[1] for o in outcome], index=keyed.index, dtype=object)
-    placed = paths.notna()
-    first.loc[paths.index[placed], S.PATH] = paths[placed]
-    first.loc[paths.index[placed], F.PATH_RULE] = "position.in_layer"
-    noted = reasons.notna()
-    first.loc[reasons.index[noted], F.PATH_REASON] = reasons[noted]
+    sid_of_row = seq_of_layer[layer_key]
+    position = position_in_group(layer_key)
+    paths = np.full(len(keyed), None, dtype=object)
+    reasons = np.full(len(keyed), None, dtype=object)
+    for sid, outcome in outcomes.items():
+        rows = np.flatnonzero(sid_of_row == sid)
+        table = np.empty((len(outcome), 2), dtype=object)
+        table[:] = outcome
+        paths[rows] = table[position[rows], 0]
+        reasons[rows] = table[position[rows], 1]
+    placed_at = pd.notna(paths)
+    noted_at = pd.notna(reasons)
+    for col, at, values in ((S.PATH, placed_at, paths), (F.PATH_RULE, placed_at, None),
+                            (F.PATH_REASON, noted_at, reasons)):
+        column = first[col].to_numpy(dtype=object, copy=True)
+        column[keyed[at]] = "position.in_layer" if values is None else values[at]
+        first[col] = pd.Series(column, index=first.index, dtype=object)
     return first
 
 
 def _slot_outcome(placed: Placement | None, pos: int,
-                  item: tuple[str | None, tuple[str, ...]]) -> tuple[str | None, str | None]:
+                  item: Item) -> tuple[str | None, str | None]:
     """(placed path, reason) of one position of a solved layer."""
     if placed is None:
         return None, None
@@ -339,30 +399,22 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
               rules: RuleSet) -> pa.Table:
     n = events.num_rows
     rows = comm[F.ROW].to_numpy()
-
-    def full(values: Any, dtype: Any = object) -> np.ndarray:
-        out = np.full(n, None, dtype=object) if dtype is object else np.zeros(n, dtype=dtype)
-        out[rows] = values
-        return out
-
     rule_ids = np.array([r.id for r in rules.kernel_classes] + [None], dtype=object)
     krid = rule_ids[np.where(krule < 0, len(rule_ids) - 1, krule)]
-    group_rule = comm[F.GROUP_RULE].astype("object")
-    path_rule = comm[F.PATH_RULE].astype("object")
-    combined = group_rule.where(path_rule.isna(), group_rule.fillna("").str.cat(path_rule, sep="+"))
-    combined = combined.str.strip("+").replace("", None).to_numpy()
     rule_id = krid.copy()
-    rule_id[rows] = pd.Series(combined, dtype="object").fillna(
-        pd.Series(krid[rows], dtype="object")).to_numpy()
-    greason = comm[F.GROUP_REASON].astype("object")
-    preason = comm[F.PATH_REASON].astype("object")
-    reason = greason.where(preason.isna(), greason.fillna("").str.cat(preason, sep="; "))
-    reason = reason.str.strip("; ").replace("", None)
+    combined = _joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+")
+    rule_id[rows] = np.where(pd.isna(combined), krid[rows], combined)
+    reason = _joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; ")
     role = rule_column(krule, rules, "role").to_numpy()
-    op = np.array(to_pandas(events, [S.OP])[S.OP].astype("object"), dtype=object)
+    op = events.column(S.OP)
+    if pa.types.is_dictionary(op.type):
+        op = op.cast(op.type.value_type)
+    op = op.to_numpy(zero_copy_only=False).astype(object)
     op[rows] = comm[S.OP].to_numpy()
-    layer = full(comm[S.LAYER].to_numpy())
-    logical = full(comm[S.LOGICAL_ID].to_numpy())
+    logical = np.full(n, np.nan)
+    logical[rows] = comm[S.LOGICAL_ID].to_numpy(dtype=float)
+    layer = np.full(n, np.nan)
+    layer[rows] = comm[S.LAYER].to_numpy(dtype=float)
     instance = np.zeros(n, dtype=bool)
     instance[rows] = comm[F.INSTANCE].astype(bool).to_numpy()
     table = events.set_column(events.schema.get_field_index(S.OP), S.OP,
@@ -374,16 +426,42 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
     extra = {
         S.KERNEL_CLASS: pa.array(cls.to_numpy(), pa.string(), from_pandas=True),
         S.KERNEL_ROLE: pa.array(role, pa.string(), from_pandas=True),
-        S.GROUP: pa.array(full(comm[S.GROUP].to_numpy()), pa.string(), from_pandas=True),
-        S.PATH: pa.array(full(comm[S.PATH].to_numpy()), pa.string(), from_pandas=True),
-        S.PHASE: pa.array(full(comm[S.PHASE].to_numpy()), pa.string(), from_pandas=True),
-        S.LAYER: pa.array(pd.array(pd.to_numeric(pd.Series(layer)), dtype="Int32")),
-        S.LOGICAL_ID: pa.array(pd.array(pd.to_numeric(pd.Series(logical)), dtype="Int64")),
+        S.GROUP: _spread(comm[S.GROUP], rows, n),
+        S.PATH: _spread(comm[S.PATH], rows, n),
+        S.PHASE: _spread(comm[S.PHASE], rows, n),
+        S.LAYER: pa.array(layer, from_pandas=True).cast(pa.int32()),
+        S.LOGICAL_ID: pa.array(logical, from_pandas=True).cast(pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
         S.RULE_ID: pa.array(rule_id, pa.string(), from_pandas=True),
-        S.STATUS: pa.array(full(comm[S.STATUS].to_numpy()), pa.string(), from_pandas=True),
-        S.REASON: pa.array(full(reason.to_numpy()), pa.string(), from_pandas=True),
+        S.STATUS: _spread(comm[S.STATUS], rows, n),
+        S.REASON: _spread(reason, rows, n),
     }
     for name, arr in extra.items():
         table = table.append_column(name, arr)
     return S.conform(table, S.ATTRIBUTED)
+
+
+def _spread(values: pd.Series | np.ndarray, rows: np.ndarray, n: int) -> pa.Array:
+    """A string column of ``n`` rows holding ``values`` at ``rows``, null elsewhere: the
+    distinct values are converted once and taken by code."""
+    codes, uniques = pd.factorize(values)
+    index = np.full(n, -1, dtype=np.int64)
+    index[rows] = codes
+    dictionary = pa.array(np.asarray(uniques, dtype=object), pa.string(), from_pandas=True)
+    return dictionary.take(pa.array(index, mask=index < 0))
+
+
+def _joined(first: pd.Series, second: pd.Series, sep: str) -> np.ndarray:
+    """``first`` and ``second`` joined by ``sep`` where ``second`` is set (``first`` alone
+    elsewhere), ``sep`` characters stripped from both ends, None where nothing is left;
+    computed once per distinct pair."""
+    codes = row_codes(first, second)
+    at = first_rows(codes)
+    out = np.empty(len(at), dtype=object)
+    pairs = zip(first.to_numpy(dtype=object)[at].tolist(),
+                second.to_numpy(dtype=object)[at].tolist(), strict=True)
+    for i, (a, b) in enumerate(pairs):
+        a = None if pd.isna(a) else str(a)
+        joined = a if pd.isna(b) else (a or "") + sep + str(b)
+        out[i] = None if joined is None else (joined.strip(sep) or None)
+    return out[codes] if len(codes) else np.empty(0, dtype=object)

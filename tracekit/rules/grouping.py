@@ -3,7 +3,9 @@ Python aggregation (which costs a Series per group: thousands of layers on a lar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,3 +25,65 @@ def grouped_tuples(values: pd.Series, codes: pd.Series | np.ndarray) -> pd.Serie
     for i, one in enumerate(tuples):  # element-wise: numpy would make equal tuples 2-D
         cells[i] = one
     return pd.Series(cells, index=groups)
+
+
+def row_codes(*columns: pd.Series | np.ndarray) -> np.ndarray:
+    """Code (0..) of each row's combination of values in ``columns``, numbered in order of
+    first appearance; a missing value (None, NaN) is one value of its own. The columns are
+    factorized one by one and the codes combined, so no tuple is built per row."""
+    out = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    for col in columns:
+        codes, uniques = pd.factorize(col, use_na_sentinel=False)
+        out = pd.factorize(out * max(len(uniques), 1) + codes)[0].astype(np.int64)
+    return out
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """Position of the first row of each code (codes numbered 0.. in order of appearance)."""
+    _, first = np.unique(codes, return_index=True)
+    return first
+
+
+def per_value(values: pd.Series | np.ndarray, fn: Callable[[Any], Any]) -> np.ndarray:
+    """``fn`` of each value, computed once per distinct value (missing ones as None)."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    results = np.empty(len(uniques), dtype=object)
+    for i, value in enumerate(np.asarray(uniques, dtype=object).tolist()):
+        results[i] = fn(None if pd.isna(value) else value)
+    return results[codes] if len(codes) else np.empty(0, dtype=object)
+
+
+def group_order(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row positions sorted by code, stably; start of each code's run, plus the end): the
+    rows of code ``k`` are ``order[bounds[k]:bounds[k + 1]]``, in row order. Codes 0..G-1."""
+    order = np.argsort(codes, kind="stable")
+    groups = int(codes.max()) + 1 if len(codes) else 0
+    bounds = np.searchsorted(codes[order], np.arange(groups + 1))
+    return order, bounds
+
+
+def sequence_ids(values: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Per group code (0..G-1): an id of the sequence of its ``values`` (int codes) in row
+    order, equal sequences equal ids; and one example sequence per id."""
+    order, bounds = group_order(codes)
+    ordered = np.ascontiguousarray(values[order], dtype=np.int64)
+    seen: dict[bytes, int] = {}
+    ids = np.empty(len(bounds) - 1, dtype=np.int64)
+    examples: list[np.ndarray] = []
+    for g, (a, b) in enumerate(pairwise(bounds.tolist())):
+        key = ordered[a:b].tobytes()
+        sid = seen.get(key)
+        if sid is None:
+            sid = seen[key] = len(examples)
+            examples.append(ordered[a:b])
+        ids[g] = sid
+    return ids, examples
+
+
+def position_in_group(codes: np.ndarray) -> np.ndarray:
+    """``groupby(codes).cumcount()``: each row's position among the rows of its code."""
+    order, bounds = group_order(codes)
+    pos = np.empty(len(codes), dtype=np.int64)
+    starts = np.repeat(bounds[:-1], np.diff(bounds))
+    pos[order] = np.arange(len(codes)) - starts
+    return pos

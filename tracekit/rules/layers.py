@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.grouping import group_order, row_codes
 from tracekit.rules.model import RuleSet
 
 STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
@@ -150,19 +152,17 @@ def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> 
     return out
 
 
-def smallest_period(tokens: list[object], prefer: int | None = None,
+def smallest_period(tokens: np.ndarray, prefer: int | None = None,
                     fits: Callable[[int, int], bool] | None = None) -> int:
     """Smallest p dividing len(tokens) with tokens[i] == tokens[i + p] and ``fits(0, p)``
     true for the first layer (a layer must hold a whole decoder layer's steps); the smallest
-    period when no period fits."""
+    period when no period fits. ``tokens``: integer codes (equal tokens, equal codes)."""
     n = len(tokens)
     if n == 0:
         return 0
-    candidates = list(range(1, n + 1))
-    if prefer and n % prefer == 0:
-        candidates.insert(0, n // prefer)
-    periodic = [p for p in candidates
-                if n % p == 0 and all(tokens[i] == tokens[i + p] for i in range(n - p))]
+    divisors = [p for p in range(1, n + 1) if n % p == 0]
+    candidates = [n // prefer, *divisors] if prefer and n % prefer == 0 else divisors
+    periodic = [p for p in candidates if np.array_equal(tokens[:n - p], tokens[p:])]
     for p in periodic:
         if fits is None or fits(0, p):
             return p
@@ -175,20 +175,22 @@ def periodic_layers(logical: pd.DataFrame, layers_hint: int | None,
     """Layer of each logical collective from the repetition of its (rank, step) sequence.
 
     ``logical`` has one row per logical collective (first unit), ordered, with STEP and
-    TOKEN. Collectives outside layers (barriers, p2p) get NaN. ``fits(positions)`` says
-    whether the rows at those positions of ``logical`` can be one decoder layer.
+    TOKEN (an integer code of the collective's (op, group, name, call site)). Collectives
+    outside layers (barriers, p2p) get NaN. ``fits(positions)`` says whether the rows at
+    those positions of ``logical`` can be one decoder layer.
     """
     out = np.full(len(logical), np.nan)
     inside_mask = ~logical[F.LOGICAL_OP].isin(NOT_IN_LAYER).to_numpy()
-    inside = logical[inside_mask]
     positions = np.flatnonzero(inside_mask)
-    tokens_all = inside[F.TOKEN].tolist()
-    groups = inside.groupby([S.RANK, inside[F.STEP].fillna(-1)], sort=False).indices
-    for idx in groups.values():
+    tokens_all = logical[F.TOKEN].to_numpy(dtype=np.int64)[positions]
+    keys = row_codes(logical[S.RANK].to_numpy()[positions],
+                     logical[F.STEP].fillna(-1).to_numpy()[positions])
+    order, bounds = group_order(keys)
+    for a, b in pairwise(bounds.tolist()):
+        idx = order[a:b]
         rows = positions[idx]
-        tokens = [tokens_all[i] for i in idx]
         check = None if fits is None else (lambda a, b, rows=rows: fits(rows[a:b]))
-        p = smallest_period(tokens, layers_hint, check)
+        p = smallest_period(tokens_all[idx], layers_hint, check)
         if p:
             out[rows] = np.arange(len(rows)) // p
     return pd.Series(out, index=logical.index)
