@@ -206,7 +206,8 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     # issue order: a kernel counts from its launch (streams overlap on the device)
     lane = comm[[c for c in (S.RANK, S.CORRELATION, S.KIND) if c in comm]]  # narrow copy
     comm[F.ORDER_TS] = host_times(frame, lane.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
-    ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP], _group_sizes(comm, topo))
+    ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],
+                           lambda rows: _group_sizes(rows, topo))
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
     for col, values in rule_paths(comm, rules, topo).items():
@@ -323,12 +324,18 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
         keys = pd.MultiIndex.from_frame(need[[S.RANK, S.EXTERNAL_ID]])
         for col in _ORDER_FACTS:
             comm.loc[need.index, col] = by_ext[col].reindex(keys).to_numpy()
-    # nesting is found on the thread and time columns alone: the wide frame is not copied
-    narrow = comm[[S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]]
+    # nesting is found on the thread and time columns alone, on the threads that have a row
+    # to fill (rows nest only with rows of their own thread): the wide frame is not copied
+    thread = row_codes(*(comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)))
+    open_threads = np.unique(thread[comm[S.LOGICAL_ID].isna().to_numpy()])
+    on = np.isin(thread, open_threads)
+    if not on.any():
+        return comm
+    narrow = comm.loc[on, [S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]]
     filled = fill_from_nested(narrow, narrow, S.LOGICAL_ID, _ORDER_FACTS)
     if filled is not narrow:
         for col in _ORDER_FACTS:
-            comm[col] = filled[col]
+            comm.loc[on, col] = filled[col]
     return comm
 
 

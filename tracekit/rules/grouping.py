@@ -32,10 +32,16 @@ def row_codes(*columns: pd.Series | np.ndarray) -> np.ndarray:
     first appearance; a missing value (None, NaN) is one value of its own. The columns are
     factorized one by one and the codes combined, so no tuple is built per row."""
     out = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    span = 1  # codes in ``out`` are below span
     for col in columns:
         codes, uniques = pd.factorize(col, use_na_sentinel=False)
-        out = pd.factorize(out * max(len(uniques), 1) + codes)[0].astype(np.int64)
-    return out
+        width = max(len(uniques), 1)
+        if span * width >= 2**62:
+            out, distinct = pd.factorize(out)
+            span = max(len(distinct), 1)
+        out = out * width + codes
+        span *= width
+    return pd.factorize(out)[0].astype(np.int64)
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:
@@ -64,19 +70,21 @@ def group_order(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def sequence_ids(values: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """Per group code (0..G-1): an id of the sequence of its ``values`` (int codes) in row
-    order, equal sequences equal ids; and one example sequence per id."""
+    order, equal sequences equal ids; and one example sequence per id. Groups of one length
+    are compared as the rows of one matrix (``np.unique`` over rows), not one by one."""
     order, bounds = group_order(codes)
-    ordered = np.ascontiguousarray(values[order], dtype=np.int64)
-    seen: dict[bytes, int] = {}
-    ids = np.empty(len(bounds) - 1, dtype=np.int64)
+    ordered = np.asarray(values, dtype=np.int64)[order]
+    starts = bounds[:-1]
+    lengths = np.diff(bounds)
+    ids = np.empty(len(lengths), dtype=np.int64)
     examples: list[np.ndarray] = []
-    for g, (a, b) in enumerate(pairwise(bounds.tolist())):
-        key = ordered[a:b].tobytes()
-        sid = seen.get(key)
-        if sid is None:
-            sid = seen[key] = len(examples)
-            examples.append(ordered[a:b])
-        ids[g] = sid
+    for length in np.unique(lengths).tolist():
+        groups = np.flatnonzero(lengths == length)
+        matrix = ordered[starts[groups][:, None] + np.arange(length)[None, :]]
+        _, first, inverse = np.unique(matrix, axis=0, return_index=True,
+                                             return_inverse=True)
+        ids[groups] = len(examples) + inverse.reshape(-1)
+        examples.extend(matrix[i] for i in first.tolist())
     return ids, examples
 
 
