@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracekit import model
 from tracekit import schema as S
@@ -206,8 +207,9 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     # issue order: a kernel counts from its launch (streams overlap on the device)
     lane = comm[[c for c in (S.RANK, S.CORRELATION, S.KIND) if c in comm]]  # narrow copy
     comm[F.ORDER_TS] = host_times(frame, lane.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
+    members = comm[[S.RANK, S.GROUP, S.PG_RANKS]]  # what a group size is read from
     ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],
-                           lambda rows: _group_sizes(rows, topo))
+                           lambda labels: _group_sizes(members.loc[labels], topo))
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
     for col, values in rule_paths(comm, rules, topo).items():
@@ -219,7 +221,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
         [S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
     unit_steps = steps(frame, units)
     lead = ~units[S.LOGICAL_ID].duplicated().to_numpy()
-    first = comm.loc[units.index[lead], _FIRST_COLS]
+    first = comm[_FIRST_COLS].take(comm.index.get_indexer(units.index[lead]))
     first[F.STEP] = unit_steps.to_numpy()[lead]
     # equal (op, group, name, call site) tokens, equal codes (missing values alike)
     first[F.TOKEN] = row_codes(first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
@@ -406,18 +408,16 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
               rules: RuleSet) -> pa.Table:
     n = events.num_rows
     rows = comm[F.ROW].to_numpy()
-    rule_ids = np.array([r.id for r in rules.kernel_classes] + [None], dtype=object)
-    krid = rule_ids[np.where(krule < 0, len(rule_ids) - 1, krule)]
-    rule_id = krid.copy()
-    combined = _joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+")
-    rule_id[rows] = np.where(pd.isna(combined), krid[rows], combined)
-    reason = _joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; ")
-    role = rule_column(krule, rules, "role").to_numpy()
+    kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
+    rule_ids = pa.array([r.id for r in rules.kernel_classes] + [None], pa.string())
+    rule_id = _spread(*_joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+"), rows, n)
+    rule_id = pc.coalesce(rule_id, rule_ids.take(pa.array(kernel_rule)))
+    roles = pa.array([r.role for r in rules.kernel_classes] + [None], pa.string())
     op = events.column(S.OP)
-    if pa.types.is_dictionary(op.type):
-        op = op.cast(op.type.value_type)
-    op = op.to_numpy(zero_copy_only=False).astype(object)
-    op[rows] = comm[S.OP].to_numpy()
+    op = op.cast(op.type.value_type) if pa.types.is_dictionary(op.type) else op
+    at = np.zeros(n, dtype=bool)
+    at[rows] = True
+    op = pc.if_else(pa.array(at), _spread(*_factorized(comm[S.OP]), rows, n), op)
     logical = np.full(n, np.nan)
     logical[rows] = comm[S.LOGICAL_ID].to_numpy(dtype=float)
     layer = np.full(n, np.nan)
@@ -425,43 +425,55 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
     instance = np.zeros(n, dtype=bool)
     instance[rows] = comm[F.INSTANCE].astype(bool).to_numpy()
     table = events.set_column(events.schema.get_field_index(S.OP), S.OP,
-                              pa.array(op, pa.string(), from_pandas=True).dictionary_encode())
+                              pc.dictionary_encode(op))
     if S.CALL_SITE in table.column_names:
         table = table.set_column(
             table.schema.get_field_index(S.CALL_SITE), S.CALL_SITE,
             with_call_sites(table.column(S.CALL_SITE), rows, comm[S.CALL_SITE]))
     extra = {
-        S.KERNEL_CLASS: pa.array(cls.to_numpy(), pa.string(), from_pandas=True),
-        S.KERNEL_ROLE: pa.array(role, pa.string(), from_pandas=True),
-        S.GROUP: _spread(comm[S.GROUP], rows, n),
-        S.PATH: _spread(comm[S.PATH], rows, n),
-        S.PHASE: _spread(comm[S.PHASE], rows, n),
+        S.KERNEL_CLASS: _strings(cls),
+        S.KERNEL_ROLE: roles.take(pa.array(kernel_rule)),
+        S.GROUP: _spread(*_factorized(comm[S.GROUP]), rows, n),
+        S.PATH: _spread(*_factorized(comm[S.PATH]), rows, n),
+        S.PHASE: _spread(*_factorized(comm[S.PHASE]), rows, n),
         S.LAYER: pa.array(layer, from_pandas=True).cast(pa.int32()),
         S.LOGICAL_ID: pa.array(logical, from_pandas=True).cast(pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
-        S.RULE_ID: pa.array(rule_id, pa.string(), from_pandas=True),
-        S.STATUS: _spread(comm[S.STATUS], rows, n),
-        S.REASON: _spread(reason, rows, n),
+        S.RULE_ID: rule_id,
+        S.STATUS: _spread(*_factorized(comm[S.STATUS]), rows, n),
+        S.REASON: _spread(*_joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; "), rows, n),
     }
     for name, arr in extra.items():
         table = table.append_column(name, arr)
     return S.conform(table, S.ATTRIBUTED)
 
 
-def _spread(values: pd.Series | np.ndarray, rows: np.ndarray, n: int) -> pa.Array:
-    """A string column of ``n`` rows holding ``values`` at ``rows``, null elsewhere: the
-    distinct values are converted once and taken by code."""
+def _strings(values: pd.Series) -> pa.Array:
+    """A pandas column of strings (missing: null) as an Arrow string array."""
+    arr = pa.array(values, from_pandas=True)
+    return arr if arr.type == pa.string() else arr.cast(pa.string())
+
+
+def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, -1 where missing; the distinct values by code)."""
     codes, uniques = pd.factorize(values)
+    return codes, np.asarray(uniques, dtype=object)
+
+
+def _spread(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray, n: int) -> pa.Array:
+    """A string column of ``n`` rows holding ``uniques[codes]`` at ``rows`` (null where the
+    code is -1 or the value None, and outside ``rows``): each distinct value is converted
+    once and taken by code."""
     index = np.full(n, -1, dtype=np.int64)
     index[rows] = codes
-    dictionary = pa.array(np.asarray(uniques, dtype=object), pa.string(), from_pandas=True)
+    dictionary = pa.array(uniques, pa.string(), from_pandas=True)
     return dictionary.take(pa.array(index, mask=index < 0))
 
 
-def _joined(first: pd.Series, second: pd.Series, sep: str) -> np.ndarray:
+def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:
     """``first`` and ``second`` joined by ``sep`` where ``second`` is set (``first`` alone
-    elsewhere), ``sep`` characters stripped from both ends, None where nothing is left;
-    computed once per distinct pair."""
+    elsewhere), ``sep`` characters stripped from both ends, None where nothing is left; as
+    (code per row, value by code), computed once per distinct pair."""
     codes = row_codes(first, second)
     at = first_rows(codes)
     out = np.empty(len(at), dtype=object)
@@ -471,4 +483,4 @@ def _joined(first: pd.Series, second: pd.Series, sep: str) -> np.ndarray:
         a = None if pd.isna(a) else str(a)
         joined = a if pd.isna(b) else (a or "") + sep + str(b)
         out[i] = None if joined is None else (joined.strip(sep) or None)
-    return out[codes] if len(codes) else np.empty(0, dtype=object)
+    return codes, out

@@ -31,14 +31,14 @@ NOT_IN_LAYER = (S.Op.BARRIER, S.Op.SEND, S.Op.RECV, S.Op.SEND_RECV)
 
 
 def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
-                group_size: Callable[[pd.DataFrame], pd.Series]) -> tuple[pd.Series, pd.Series]:
+                group_size: Callable[[pd.Index], pd.Series]) -> tuple[pd.Series, pd.Series]:
     """(logical id, logical op) for unit rows; linked instances are filled by the caller.
 
     A run of grouped units forms one v-collective only when nothing says they are separate
     calls: no process-group metadata of their own (c10d-issued NCCL kernels carry it, pynccl's
     grouped kernels do not), a call site for CPU ops, and as many ops as the group has ranks
-    (one per root) when the group size is known: ``group_size(rows)`` gives it for the
-    rows of ``comm`` passed (NaN where unknown).
+    (one per root) when the group size is known: ``group_size(labels)`` gives it for those
+    rows of ``comm``, in their order (NaN where unknown).
     """
     at = np.flatnonzero(comm[F.UNIT].to_numpy(dtype=bool))
     rank = comm[S.RANK].to_numpy()[at]
@@ -48,7 +48,9 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     rank = rank[order]
     index = comm.index[at]
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
-    call = pd.factorize(comm[S.CALL_SITE].astype("object").fillna("").to_numpy()[at])[0]
+    call, sites = pd.factorize(comm[S.CALL_SITE].to_numpy(dtype=object)[at])
+    if "" in set(sites):  # no call site and an empty one are the same
+        call[call < 0] = list(sites).index("")
     rule = comm[F.KRULE].to_numpy()[at]
     own_meta = (comm[S.PG_NAME].notna() | comm[S.PG_DESC].notna()).to_numpy()[at]
     located = ((comm[S.KIND] == S.Kind.KERNEL) | comm[S.CALL_SITE].notna()).to_numpy()[at]
@@ -64,13 +66,13 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     want = np.full(len(at), np.nan)
     multi = size > 1
     if multi.any():
-        want[multi] = group_size(comm.iloc[at[multi]]).to_numpy(dtype=float)
+        want[multi] = group_size(comm.index[at[multi]]).to_numpy(dtype=float)
     whole = (size > 1) & (np.isnan(want) | (size == want))
     # a run that is not one v-collective is split back into single collectives
     rows = comm[F.ROW].to_numpy(dtype=np.int64)[at]
     ids = np.where(whole | (size == 1), ids, -(rows + 1))
     ids = pd.Series(pd.factorize(ids)[0].astype(np.int64), index=index)
-    gop = grouped_op.to_numpy(dtype=object)[at]
+    gop = grouped_op.astype(object).to_numpy()[at]
     ops = comm[S.OP].to_numpy(dtype=object)[at]
     lop = pd.Series(np.where(whole & pd.notna(gop), gop, ops), index=index, dtype=object)
     return ids.reindex(comm.index), lop.reindex(comm.index)
