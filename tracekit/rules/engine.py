@@ -209,7 +209,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     comm[F.ORDER_TS] = host_times(frame, lane.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
     members = comm[[S.RANK, S.GROUP, S.PG_RANKS]]  # what a group size is read from
     ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],
-                           lambda labels: _group_sizes(members.loc[labels], topo))
+                           lambda labels: _sizes_once(members.loc[labels], topo))
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
     for col, values in rule_paths(comm, rules, topo).items():
@@ -240,7 +240,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
 
     layer = marker_layers(frame, first, rules)
     hint = topo.config.layers if topo is not None else None
-    layer = layer.fillna(periodic_layers(first, hint, fits))
+    layer = layer.fillna(periodic_layers(first, hint, fits, item_codes))
     first[S.LAYER] = layer
     first = transfer(_place_paths(rules, first, topo, required, item_codes, items), rules)
     first[S.LAYER] = _only_model_layers(first, rules)
@@ -256,6 +256,21 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     comm[S.PHASE] = pd.Series(per_value(comm[S.PATH], rules.phase_of), index=comm.index,
                               dtype=object)
     return comm
+
+
+def _sizes_once(members: pd.DataFrame, topo: Topology | None) -> pd.Series:
+    """``_group_sizes`` of ``members``; a row without pg_ranks of its own has the size of its
+    (rank, group), so one row of each such pair is looked up."""
+    plain = members[S.PG_RANKS].isna().to_numpy()
+    out = np.full(len(members), np.nan)
+    if (~plain).any():
+        out[~plain] = _group_sizes(members[~plain], topo).to_numpy(dtype=float)
+    if plain.any():
+        rows = members[plain]
+        codes = row_codes(rows[S.RANK], rows[S.GROUP])
+        out[plain] = _group_sizes(rows.iloc[first_rows(codes)], topo).to_numpy(
+            dtype=float)[codes]
+    return pd.Series(out, index=members.index)
 
 
 def _items(first: pd.DataFrame, rules: RuleSet,

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.grouping import group_order, row_codes
+from tracekit.rules.grouping import group_order, position_in_group, row_codes, sequence_ids
 from tracekit.rules.model import RuleSet
 
 STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
@@ -181,26 +180,39 @@ def smallest_period(tokens: np.ndarray, prefer: int | None = None,
 
 
 def periodic_layers(logical: pd.DataFrame, layers_hint: int | None,
-                    fits: Callable[[np.ndarray], bool] | None = None) -> pd.Series:
+                    fits: Callable[[np.ndarray], bool] | None = None,
+                    fit_codes: np.ndarray | None = None) -> pd.Series:
     """Layer of each logical collective from the repetition of its (rank, step) sequence.
 
     ``logical`` has one row per logical collective (first unit), ordered, with STEP and
     TOKEN (an integer code of the collective's (op, group, name, call site)). Collectives
     outside layers (barriers, p2p) get NaN. ``fits(positions)`` says whether the rows at
-    those positions of ``logical`` can be one decoder layer.
+    those positions of ``logical`` can be one decoder layer; when it depends only on
+    ``fit_codes`` of those rows, (rank, step) sequences with the same tokens and codes are
+    split once.
     """
     out = np.full(len(logical), np.nan)
     inside_mask = ~logical[F.LOGICAL_OP].isin(NOT_IN_LAYER).to_numpy()
     positions = np.flatnonzero(inside_mask)
-    tokens_all = logical[F.TOKEN].to_numpy(dtype=np.int64)[positions]
+    if not len(positions):
+        return pd.Series(out, index=logical.index)
+    tokens = logical[F.TOKEN].to_numpy(dtype=np.int64)[positions]
     keys = row_codes(logical[S.RANK].to_numpy()[positions],
                      logical[F.STEP].fillna(-1).to_numpy()[positions])
+    if fits is None:
+        alike = tokens
+    elif fit_codes is None:
+        alike = np.arange(len(positions))  # every sequence its own
+    else:
+        alike = row_codes(tokens, np.asarray(fit_codes)[positions])
+    seq_of_group, _ = sequence_ids(alike, keys)
     order, bounds = group_order(keys)
-    for a, b in pairwise(bounds.tolist()):
-        idx = order[a:b]
+    _, solved_by = np.unique(seq_of_group, return_index=True)
+    period = np.zeros(len(solved_by), dtype=np.int64)
+    for sid, group in enumerate(solved_by.tolist()):
+        idx = order[bounds[group]:bounds[group + 1]]
         rows = positions[idx]
         check = None if fits is None else (lambda a, b, rows=rows: fits(rows[a:b]))
-        p = smallest_period(tokens_all[idx], layers_hint, check)
-        if p:
-            out[rows] = np.arange(len(rows)) // p
+        period[sid] = smallest_period(tokens[idx], layers_hint, check)
+    out[positions] = position_in_group(keys) // period[seq_of_group[keys]]
     return pd.Series(out, index=logical.index)
