@@ -28,6 +28,7 @@ from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
 from tracekit.rules.grouping import (
+    as_objects,
     first_rows,
     per_value,
     position_in_group,
@@ -199,6 +200,8 @@ Item = tuple[str | None, tuple[str, ...]]
 def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
                      topo: Topology | None) -> pd.DataFrame:
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
+    # call sites are long strings read by several steps: one object per distinct site
+    comm[S.CALL_SITE] = pd.Series(as_objects(comm[S.CALL_SITE]), index=comm.index, dtype=object)
     linked_targets = set(comm.loc[comm[F.LINK] >= 0, F.LINK].tolist())
     has_gloo = comm[F.LIBRARY].eq("gloo").groupby(comm[S.RANK]).transform("any")
     is_wrapper = comm[F.RUNS_AS].notna()
@@ -306,9 +309,13 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     src = at[ids[known].astype(np.int64)]
     borrowed = (first[F.GROUP_RULE] == "layer.signature").to_numpy()[src]
     for col in _VERDICT if borrowed.any() else ():
-        values = comm[col].to_numpy(dtype=object, copy=True)
-        values[known[borrowed]] = first[col].to_numpy(dtype=object)[src[borrowed]]
-        comm[col] = pd.Series(values, index=comm.index, dtype=object)
+        # in code space: each distinct string is converted once, rows copy references
+        codes, uniques = pd.factorize(comm[col])
+        lent, lent_uniques = pd.factorize(first[col].to_numpy(dtype=object)[src[borrowed]])
+        codes[known[borrowed]] = np.where(lent < 0, -1, lent + len(uniques))
+        table = np.concatenate([np.asarray(uniques, dtype=object),
+                                np.asarray(lent_uniques, dtype=object), [None]])
+        comm[col] = pd.Series(table[codes], index=comm.index, dtype=object)
     for col in _PER_LOGICAL:
         mine = first[col].to_numpy()[src]
         if col in (S.PATH, F.PATH_RULE):
@@ -424,10 +431,13 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
     n = events.num_rows
     rows = comm[F.ROW].to_numpy()
     kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
-    rule_ids = pa.array([r.id for r in rules.kernel_classes] + [None], pa.string())
-    rule_id = _spread(*_joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+"), rows, n)
-    rule_id = pc.coalesce(rule_id, rule_ids.take(pa.array(kernel_rule)))
-    roles = pa.array([r.role for r in rules.kernel_classes] + [None], pa.string())
+    joined, joined_by = _joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+")
+    # a row's own group/path rule, else its kernel rule's id
+    rule_table = np.concatenate([joined_by, [r.id for r in rules.kernel_classes], [None]])
+    rule_index = kernel_rule + len(joined_by)
+    rule_index[rows] = np.where(pd.isna(joined_by[joined]), rule_index[rows], joined)
+    rule_id = _dictionary(rule_index, rule_table)
+    roles = np.array([r.role for r in rules.kernel_classes] + [None], dtype=object)
     op = events.column(S.OP)
     op = op.cast(op.type.value_type) if pa.types.is_dictionary(op.type) else op
     at = np.zeros(n, dtype=bool)
@@ -446,16 +456,16 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
             table.schema.get_field_index(S.CALL_SITE), S.CALL_SITE,
             with_call_sites(table.column(S.CALL_SITE), rows, comm[S.CALL_SITE]))
     extra = {
-        S.KERNEL_CLASS: _strings(cls),
-        S.KERNEL_ROLE: roles.take(pa.array(kernel_rule)),
-        S.GROUP: _spread(*_factorized(comm[S.GROUP]), rows, n),
-        S.PATH: _spread(*_factorized(comm[S.PATH]), rows, n),
-        S.PHASE: _spread(*_factorized(comm[S.PHASE]), rows, n),
+        S.KERNEL_CLASS: _dictionary(*_factorized(cls)),
+        S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
+        S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
+        S.PATH: _dictionary(*_at_rows(*_factorized(comm[S.PATH]), rows, n)),
+        S.PHASE: _dictionary(*_at_rows(*_factorized(comm[S.PHASE]), rows, n)),
         S.LAYER: pa.array(layer, from_pandas=True).cast(pa.int32()),
         S.LOGICAL_ID: pa.array(logical, from_pandas=True).cast(pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
         S.RULE_ID: rule_id,
-        S.STATUS: _spread(*_factorized(comm[S.STATUS]), rows, n),
+        S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n)),
         S.REASON: _spread(*_joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; "), rows, n),
     }
     for name, arr in extra.items():
@@ -463,16 +473,32 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
     return S.conform(table, S.ATTRIBUTED)
 
 
-def _strings(values: pd.Series) -> pa.Array:
-    """A pandas column of strings (missing: null) as an Arrow string array."""
-    arr = pa.array(values, from_pandas=True)
-    return arr if arr.type == pa.string() else arr.cast(pa.string())
-
-
 def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(code per row, -1 where missing; the distinct values by code)."""
     codes, uniques = pd.factorize(values)
     return codes, np.asarray(uniques, dtype=object)
+
+
+def _at_rows(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray,
+             n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row of the whole table, -1 outside ``rows``; the values by code)."""
+    index = np.full(n, -1, dtype=np.int64)
+    index[rows] = codes
+    return index, uniques
+
+
+def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
+    """Rows holding ``table[index]`` (null where the index is -1 or the value missing),
+    encoded as Arrow's dictionary_encode encodes: distinct values in order of first
+    appearance, int32 indices."""
+    value_of, values = pd.factorize(table)
+    codes = np.where(index >= 0, value_of[np.maximum(index, 0)], -1)
+    valid = codes >= 0
+    order, firsts = pd.factorize(codes[valid])
+    indices = np.zeros(len(index), dtype=np.int32)
+    indices[valid] = order
+    dictionary = pa.array(np.asarray(values, dtype=object)[firsts], pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=~valid), dictionary)
 
 
 def _spread(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray, n: int) -> pa.Array:

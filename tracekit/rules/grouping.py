@@ -95,3 +95,13 @@ def position_in_group(codes: np.ndarray) -> np.ndarray:
     starts = np.repeat(bounds[:-1], np.diff(bounds))
     pos[order] = np.arange(len(codes)) - starts
     return pos
+
+
+def as_objects(values: pd.Series | np.ndarray) -> np.ndarray:
+    """``values`` as an object array in which equal values are one shared object (None where
+    missing): each distinct value is converted once, and later hashing and comparing of the
+    array is by reference (an Arrow string column otherwise yields a new str per row)."""
+    codes, uniques = pd.factorize(values)
+    table = np.empty(len(uniques) + 1, dtype=object)
+    table[:-1] = np.asarray(uniques, dtype=object)
+    return table[codes]

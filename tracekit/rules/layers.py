@@ -22,7 +22,13 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.grouping import group_order, position_in_group, row_codes, sequence_ids
+from tracekit.rules.grouping import (
+    as_objects,
+    group_order,
+    position_in_group,
+    row_codes,
+    sequence_ids,
+)
 from tracekit.rules.model import RuleSet
 
 STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
@@ -47,7 +53,7 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     rank = rank[order]
     index = comm.index[at]
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
-    call, sites = pd.factorize(comm[S.CALL_SITE].to_numpy(dtype=object)[at])
+    call, sites = pd.factorize(as_objects(comm[S.CALL_SITE])[at])
     if "" in set(sites):  # no call site and an empty one are the same
         call[call < 0] = list(sites).index("")
     rule = comm[F.KRULE].to_numpy()[at]
@@ -71,8 +77,8 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     rows = comm[F.ROW].to_numpy(dtype=np.int64)[at]
     ids = np.where(whole | (size == 1), ids, -(rows + 1))
     ids = pd.Series(pd.factorize(ids)[0].astype(np.int64), index=index)
-    gop = grouped_op.astype(object).to_numpy()[at]
-    ops = comm[S.OP].to_numpy(dtype=object)[at]
+    gop = as_objects(grouped_op)[at]
+    ops = as_objects(comm[S.OP])[at]
     lop = pd.Series(np.where(whole & pd.notna(gop), gop, ops), index=index, dtype=object)
     return ids.reindex(comm.index), lop.reindex(comm.index)
 
