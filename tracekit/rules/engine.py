@@ -439,7 +439,7 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
     rule_id = _dictionary(rule_index, rule_table)
     roles = np.array([r.role for r in rules.kernel_classes] + [None], dtype=object)
     op = events.column(S.OP)
-    op = op.cast(op.type.value_type) if pa.types.is_dictionary(op.type) else op
+    op = (op.cast(op.type.value_type) if pa.types.is_dictionary(op.type) else op).combine_chunks()
     at = np.zeros(n, dtype=bool)
     at[rows] = True
     op = pc.if_else(pa.array(at), _spread(*_factorized(comm[S.OP]), rows, n), op)
