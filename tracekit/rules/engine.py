@@ -311,7 +311,8 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     for col in _VERDICT if borrowed.any() else ():
         # in code space: each distinct string is converted once, rows copy references
         codes, uniques = pd.factorize(comm[col])
-        lent, lent_uniques = pd.factorize(first[col].to_numpy(dtype=object)[src[borrowed]])
+        lent_codes, lent_uniques = pd.factorize(first[col])
+        lent = lent_codes[src[borrowed]]
         codes[known[borrowed]] = np.where(lent < 0, -1, lent + len(uniques))
         table = np.concatenate([np.asarray(uniques, dtype=object),
                                 np.asarray(lent_uniques, dtype=object), [None]])
@@ -492,7 +493,8 @@ def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     encoded as Arrow's dictionary_encode encodes: distinct values in order of first
     appearance, int32 indices."""
     value_of, values = pd.factorize(table)
-    codes = np.where(index >= 0, value_of[np.maximum(index, 0)], -1)
+    value_of = np.append(value_of, -1)  # index -1: no value
+    codes = value_of[index]
     valid = codes >= 0
     order, firsts = pd.factorize(codes[valid])
     indices = np.zeros(len(index), dtype=np.int32)
