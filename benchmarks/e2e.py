@@ -64,14 +64,15 @@ print(json.dumps({"load_s": load, "overlap_s": t_overlap, "breakdown_s": t_break
                   "breakdown_rows": len(breakdown)}))
 """
 
-# the CLI's pipeline (tracekit/cli/analyze.py) with a timer around each stage
+# the CLI's pipeline (tracekit.pipeline, whole run in memory) with a timer around each stage
 STAGES_SCRIPT = r"""
 import json, resource, sys, time
 from pathlib import Path
-from tracekit import api
 from tracekit.api import AnalyzeOptions, LoadOptions
 from tracekit.cli import analyze as cli
 from tracekit.measure import crossrank
+from tracekit.pipeline.in_memory import InMemory
+from tracekit.summary import summarize
 
 times = {}
 cpu = {}
@@ -97,21 +98,20 @@ for name in ("instance_rows", "fill_members", "match", "stragglers", "straggler_
     setattr(crossrank, name, timed(getattr(crossrank, name)))
 
 src, out, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+ex = InMemory(AnalyzeOptions(hardware="h200"), source=src, load=LoadOptions(jobs=jobs))
 t = time.perf_counter()
-run = cli.load_from_cli(src, LoadOptions(jobs=jobs))
+ex.parse()
 mark("parse", t)
 t = time.perf_counter()
-summary = cli.compute(run)
+ex.summary = summarize(ex.run)
 mark("summary", t)
-opts = AnalyzeOptions(hardware="h200")
 t = time.perf_counter()
-opts = AnalyzeOptions(hardware="h200", topology=api.infer_topology(run, opts))
-attributed, findings = api.attribute(run, opts)
+ex.attribute()
 mark("attribute", t)
 t = time.perf_counter()
-analysis = api.measure(run, attributed, opts)
-analysis.findings_table = api._concat_findings(findings, analysis.findings_table)
-analysis.extra_tables.update(summary.tables())
+ex.measure()  # the cross-rank stage runs inside it, in memory
+ex.findings()
+analysis = ex.result()
 mark("measure", t)
 times["crossrank"], cpu["crossrank"] = cross
 times["measure"] -= cross[0]
@@ -119,7 +119,7 @@ cpu["measure"] -= cross[1]
 t = time.perf_counter()
 cli.write_reports(analysis, {"json": out / "report.json", "html": out / "report.html"})
 mark("reports", t)
-print(json.dumps({"times": times, "cpu": cpu, "rss": rss, "events": run.events.num_rows}))
+print(json.dumps({"times": times, "cpu": cpu, "rss": rss, "events": ex.run.events.num_rows}))
 """
 
 

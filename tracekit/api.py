@@ -5,46 +5,40 @@
           --measure--> MEASURED, PHASES (+ extra tables: a2a matrices, fits, stragglers)
     reports read an Analysis and never recompute.
 
-The CLI is a thin layer over these functions. Stage implementations live in their modules and
-are imported lazily so that importing tracekit stays cheap.
+Each is a façade over tracekit.pipeline, whose one orchestration (tracekit.pipeline.stages)
+runs the stages in order; the CLI calls the pipeline too. Stage implementations are imported
+when a stage runs, so that importing tracekit stays cheap.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from tracekit import schema
 from tracekit.model import (  # the data model, re-exported for API users
     Analysis,
     AnalyzeOptions,
     LoadOptions,
     Run,
 )
+from tracekit.pipeline import in_memory
 
 
 def load(path: str | Path, options: LoadOptions | None = None) -> Run:
     """Read a trace file or a run directory (Kineto or Ascend) into EVENTS."""
-    from tracekit.parsers import load_run
-
-    return load_run(Path(path), options or LoadOptions())
+    return in_memory.load(Path(path), options or LoadOptions())
 
 
 def attribute(run: Run, options: AnalyzeOptions | None = None) -> tuple[pa.Table, pa.Table]:
     """EVENTS -> (ATTRIBUTED, FINDINGS) through the topology and the rules engine."""
-    from tracekit.rules.engine import attribute_run
-
-    return attribute_run(run, options or AnalyzeOptions())
+    return in_memory.attribute(run, options or AnalyzeOptions())
 
 
 def measure(run: Run, attributed: pa.Table, options: AnalyzeOptions | None = None) -> Analysis:
     """ATTRIBUTED -> MEASURED, PHASES and further tables (bounds, overlap, cross-rank)."""
-    from tracekit.measure import measure_run
-
-    return measure_run(run, attributed, options or AnalyzeOptions())
+    return in_memory.measure(run, attributed, options or AnalyzeOptions())
 
 
 def analyze(
@@ -52,43 +46,20 @@ def analyze(
     load_options: LoadOptions | None = None,
     options: AnalyzeOptions | None = None,
 ) -> Analysis:
-    """The whole pipeline on one run."""
-    run = load(path, load_options)
-    analysis = analyze_run(run, options)
-    analysis.source = str(path)
+    """The whole pipeline on one run (tracekit.pipeline: every stage, in memory)."""
+    analysis = in_memory.analyze_path(Path(path), load_options, options)
+    analysis.source = str(path)  # as the caller spelled it
     return analysis
 
 
 def analyze_run(run: Run, options: AnalyzeOptions | None = None) -> Analysis:
-    opts = options or AnalyzeOptions()
-    if opts.topology is None:
-        # one topology for every stage: the rules and the cross-rank matching (which fills
-        # the members of communicators whose trace rows lack them) must agree
-        opts = dataclasses.replace(opts, topology=infer_topology(run, opts))
-    from tracekit import progress
-
-    with progress.stage("attribute"):
-        attributed, findings = attribute(run, opts)
-    with progress.stage("measure"):
-        analysis = measure(run, attributed, opts)
-    analysis.findings_table = _concat_findings(findings, analysis.findings_table)
-    return analysis
+    """Every stage after parse on a Run already loaded."""
+    return in_memory.analyze_run(run, options)
 
 
 def infer_topology(run: Run, options: AnalyzeOptions) -> Any | None:
     """The topology the run's process groups imply (None when they imply none)."""
-    from tracekit.rules.engine import resolve_topology
-    from tracekit.rules.loader import load_rules
-
-    return resolve_topology(run, options, load_rules(options.rules_files))
-
-
-def _concat_findings(*tables: pa.Table | None) -> pa.Table:
-    """Rules' lints first, then the measure stage's (stragglers): one FINDINGS table."""
-    parts = [schema.conform(t, schema.FINDINGS) for t in tables if t is not None]
-    if not parts:
-        return schema.empty(schema.FINDINGS)
-    return pa.concat_tables(parts).combine_chunks()
+    return in_memory.infer_topology(run, options)
 
 
 def analyze_simple(path: str | Path, *, hardware: str | Path | None = None,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def decoded(table: pa.Table) -> pa.Table:
@@ -29,3 +31,38 @@ def to_pandas(table: pa.Table, columns: Sequence[str] | None = None) -> pd.DataF
     # one chunk per column: pandas' Arrow-backed strings take (filter, reindex) from a
     # chunked array by concatenating its chunks on every call
     return decoded(table).combine_chunks().to_pandas()
+
+
+def _objects(column: pa.ChunkedArray) -> np.ndarray:
+    """A string or dictionary-of-string column as an object array (None where null); a
+    dictionary column makes one Python string per distinct value, not one per row."""
+    parts: list[np.ndarray] = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            values = np.empty(len(chunk.dictionary) + 1, dtype=object)
+            values[:-1] = chunk.dictionary.cast(pa.string()).to_numpy(zero_copy_only=False)
+            idx = pc.fill_null(chunk.indices, -1).to_numpy(zero_copy_only=False)
+            parts.append(values[idx])  # -1 takes the trailing None
+        else:
+            parts.append(np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=object))
+    if not parts:
+        return np.empty(0, dtype=object)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _is_text(field: pa.Field) -> bool:
+    kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def to_frame(table: pa.Table, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """``to_pandas`` with text columns as object-dtype arrays of Python strings (None where
+    null) instead of pandas' Arrow-backed ``str``: the rules engine masks, maps and writes
+    into its frames row by row subset, which Arrow strings do by rebuilding the array."""
+    if columns is not None:
+        table = table.select([c for c in columns if c in table.column_names])
+    text = [f.name for f in table.schema if _is_text(f)]
+    rest = decoded(table.drop_columns(text)).combine_chunks().to_pandas()
+    data = {name: (pd.Series(_objects(table.column(name)), dtype=object, copy=False)
+                   if name in text else rest[name]) for name in table.column_names}
+    return pd.DataFrame(data, copy=False)

@@ -11,8 +11,9 @@ import pytest
 from tracekit import schema as S
 from tracekit.api import LoadOptions
 from tracekit.cli import main
-from tracekit.cli.analyze import compute, render_rich, render_text
+from tracekit.cli.analyze import render_rich, render_text
 from tracekit.parsers import load_run
+from tracekit.summary import summarize
 
 
 def x(name: str, cat: str, ts: float, dur: float, pid: int = 0, tid: int = 7,
@@ -45,7 +46,7 @@ def make_run(directory: Path) -> Path:
 
 def test_summary_tables(tmp_path: Path) -> None:
     # GIVEN the run WHEN loaded and summarised
-    summary = compute(load_run(make_run(tmp_path), LoadOptions(jobs=1)))
+    summary = summarize(load_run(make_run(tmp_path), LoadOptions(jobs=1)))
     # THEN the spans run from the first start to the last end of each rank
     assert [(r[S.RANK], r[S.TS_NS], r[S.DUR_NS], r[S.COUNT])
             for r in summary.ranks.to_pylist()] == [(0, 1000, 150000, 7), (1, 2000, 149000, 7)]
@@ -63,7 +64,7 @@ def test_summary_tables(tmp_path: Path) -> None:
 
 def test_text_and_terminal_renderings_keep_trace_strings_literal(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    summary = compute(load_run(make_run(tmp_path), LoadOptions(jobs=1)))
+    summary = summarize(load_run(make_run(tmp_path), LoadOptions(jobs=1)))
     text = render_text(summary, tmp_path)
     assert "2 ranks" in text
     row = next(line for line in text.splitlines() if line.strip().startswith("all_reduce"))

@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-import tracekit.api as api
-import tracekit.cli.analyze as cli_analyze
 from tracekit.cli import main
 from tracekit.pipeline import cache as cache_derived
+from tracekit.pipeline.in_memory import InMemory
 
 RUN = "tp4_full_tp"
 
@@ -37,7 +36,7 @@ def run_dir(sample_traces: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """How often the parse and the analysis stages ran (wrapped, still doing their work)."""
+    """How often the parse and the attribute stages ran (wrapped, still doing their work)."""
     counts = {"parse": 0, "analyze": 0}
 
     def counted(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -46,8 +45,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
             return func(*args, **kwargs)
         return wrapper
 
-    monkeypatch.setattr(cli_analyze, "load_from_cli", counted("parse", cli_analyze.load_from_cli))
-    monkeypatch.setattr(api, "analyze_run", counted("analyze", api.analyze_run))
+    monkeypatch.setattr(InMemory, "parse", counted("parse", InMemory.parse))
+    monkeypatch.setattr(InMemory, "attribute", counted("analyze", InMemory.attribute))
     return counts
 
 
@@ -202,8 +201,8 @@ def test_check_with_another_threshold_reads_the_cache(
 ) -> None:
     # GIVEN `tracekit check` of a run with a cache folder, counting the analyses
     ran = []
-    real = api.analyze
-    monkeypatch.setattr(api, "analyze", lambda *a, **k: ran.append(1) or real(*a, **k))
+    real = InMemory.attribute
+    monkeypatch.setattr(InMemory, "attribute", lambda *a, **k: ran.append(1) or real(*a, **k))
     cache = tmp_path / "cache"
 
     def check(*more: str) -> bytes:

@@ -233,7 +233,7 @@ def test_html_without_its_extra_is_one_line_before_any_work(run: Path, tmp_path:
     def no_load(*_a, **_k):
         raise AssertionError("the run was read before the outputs were checked")
 
-    monkeypatch.setattr("tracekit.cli.analyze.load_from_cli", no_load)
+    monkeypatch.setattr("tracekit.pipeline.in_memory.InMemory.parse", no_load)
     with pytest.raises(SystemExit) as exc:
         main(["analyze", str(run), "--html", str(tmp_path / "r.html")])
     assert exc.value.code == 2

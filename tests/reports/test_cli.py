@@ -20,16 +20,16 @@ def _run(argv: list[str]) -> int:
 
 @pytest.fixture
 def run_dir(tmp_path: Path, analysis, monkeypatch) -> Path:
-    """A run folder whose analysis is the fixture (the pipeline is stubbed at api.analyze)."""
+    """A run folder whose analysis is the fixture (the pipeline's stages are stubbed)."""
     folder = tmp_path / "run"
     folder.mkdir()
     calls = []
 
-    def fake_analyze(path, load_options=None, options=None):
-        calls.append(Path(path))
+    def fake_analyze(execution, **_):
+        calls.append(Path(execution.source))
         return analysis
 
-    monkeypatch.setattr("tracekit.api.analyze", fake_analyze)
+    monkeypatch.setattr("tracekit.pipeline.request.analyze", fake_analyze)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     return folder
 

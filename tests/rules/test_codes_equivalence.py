@@ -15,12 +15,12 @@ import pyarrow as pa
 from tracekit.rules.engine import _dictionary, _joined
 from tracekit.rules.grouping import (
     as_objects,
-    first_rows,
     per_value,
     position_in_group,
     row_codes,
     sequence_ids,
 )
+from tracekit.rules.keys import first_rows
 from tracekit.rules.layers import smallest_period
 
 

@@ -1,7 +1,7 @@
 """Batched per-rank tasks: a rank's partition does not depend on the batch it fell in.
 
 Small rank files are taken through the pipeline several at a time
-(tracekit.pipeline.partitioned.plan_batches);
+(tracekit.pipeline.batches.plan_batches);
 each rank must still be attributed as if alone (its own topology, no other rank's evidence) and
 numbered from its own start.
 """
@@ -16,13 +16,9 @@ import pytest
 from tracekit import schema as S
 from tracekit.api import AnalyzeOptions, LoadOptions
 from tracekit.parsers import load_run
-from tracekit.pipeline.partitioned import (
-    PARTS,
-    analyze_partitioned,
-    json_bytes,
-    part_path,
-    plan_batches,
-)
+from tracekit.pipeline.batches import json_bytes, plan_batches
+from tracekit.pipeline.partitioned import analyze_partitioned
+from tracekit.pipeline.parts import PARTS, part_path
 from tracekit.rules.engine import attribute_run
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"

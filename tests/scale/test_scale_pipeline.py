@@ -18,13 +18,9 @@ from tracekit.errors import BadInputError
 from tracekit.measure import crossrank
 from tracekit.measure.run import size_and_bound
 from tracekit.parsers import load_run
-from tracekit.pipeline.partitioned import (
-    PARTS,
-    analyze_partitioned,
-    load_partitioned,
-    part_path,
-    unattributed,
-)
+from tracekit.pipeline.partitioned import analyze_partitioned, load_partitioned
+from tracekit.pipeline.parts import PARTS, part_path
+from tracekit.pipeline.rank_measures import unattributed
 from tracekit.synth import ModelShape, SynthConfig, synth_run
 from tracekit.synth.config import trace_name
 

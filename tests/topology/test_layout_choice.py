@@ -151,18 +151,16 @@ def test_every_layout_command_takes_layout(command: str) -> None:
 def test_check_and_export_pass_the_topology(command: str, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN check / export with the training sizes (the analysis itself stubbed out)
-    from tracekit import api
-
     seen: dict[str, Any] = {}
 
     class Stop(Exception):
         pass
 
-    def fake(path: Any, load: Any = None, options: Any = None) -> Any:
-        seen["options"] = options
+    def fake(execution: Any, **_: Any) -> Any:
+        seen["options"] = execution.options
         raise Stop
 
-    monkeypatch.setattr(api, "analyze", fake)
+    monkeypatch.setattr("tracekit.pipeline.request.analyze", fake)
     run = tmp_path / "trace.json"
     run.write_text("{}")
     extra = ["--json", str(tmp_path / "o.json")] if command == "export" else []

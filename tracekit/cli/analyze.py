@@ -1,8 +1,9 @@
-"""`tracekit analyze PATH`: load a trace file or run directory and print a first summary.
+"""`tracekit analyze PATH`: analyse a trace file or run directory and print the report.
 
-Three separate steps so that the full pipeline and the reporters can be plugged in later:
-``load_from_cli`` (options -> Run), ``compute`` (Run -> Summary) and the writers
-(``render_text``, ``write_json``; ``--parquet`` is the Parquet reporter of ``export``).
+The options become one tracekit.pipeline.request.Request; the pipeline runs the stages (whole
+run in memory, or ``--partitioned`` rank by rank) and the derived cache. What is here writes
+the results: the reports (``write_reports``; ``--parquet`` is the Parquet reporter of
+``export``), and with ``--summary-only`` the first summary (``render_text``, ``write_json``).
 """
 
 from __future__ import annotations
@@ -22,33 +23,9 @@ from tracekit.cli.topo import topology_from_kwargs
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from tracekit.io import Outputs
-    from tracekit.model import Analysis, AnalyzeOptions, LoadOptions, Run
-    from tracekit.pipeline.cache import Hit
+    from tracekit.model import Analysis
     from tracekit.summary import Summary
-
-
-def load_options(
-    cache_dir: Path | None, on_error: str, rank: int | None, jobs: int | None, progress: bool
-) -> LoadOptions:
-    from tracekit.model import LoadOptions
-
-    return LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
-                       progress=progress)
-
-
-def load_from_cli(path: Path, options: LoadOptions) -> Run:
-    from tracekit.api import load
-
-    return load(path, options)
-
-
-def compute(run: Run) -> Summary:
-    from tracekit.summary import summarize
-
-    return summarize(run)
 
 
 # ------------------------------------------------------------------ writers
@@ -154,18 +131,6 @@ def render_rich(summary: Summary, path: Path) -> None:
 SUMMARY_TABLES = ("ranks", "kernel_time", "communication")
 
 
-def full_analysis(run: Run, summary: Summary, options: AnalyzeOptions) -> Analysis:
-    """Attribute and measure the run; the first summary's tables travel with the results, and
-    the report digest (tracekit.reports.digest) is attached."""
-    from tracekit.api import analyze_run
-    from tracekit.reports import digest_make
-
-    analysis = analyze_run(run, options)
-    analysis.extra_tables.update(summary.tables())
-    digest_make.attach(analysis)
-    return analysis
-
-
 def without_summary(analysis: Analysis) -> Analysis:
     """``analysis`` less the first summary's tables: their per-kernel op counts are the
     trace's own (gloo runs reduce_scatter as an all_reduce), while the report counts
@@ -174,80 +139,12 @@ def without_summary(analysis: Analysis) -> Analysis:
     return dataclasses.replace(analysis, extra_tables=kept)
 
 
-def cached_analysis(path: Path, load: LoadOptions, options: AnalyzeOptions,
-                    fr_dir: Path | None, summary_only: bool) -> tuple[Hit | None, str | None]:
-    """(the derived cache's hit or None, the key to store a fresh analysis under or None)."""
-    if load.cache_dir is None or summary_only:
-        return None, None
-    from tracekit import progress
-    from tracekit.pipeline import cache as cache_derived
-
-    key = cache_derived.derived_key(path, load, options, () if fr_dir is None else (fr_dir,))
-    if key is None:
-        return None, None
-    hit = cache_derived.read(load.cache_dir, key)
-    if hit is not None and hit.summary is None:
-        hit = None  # not an entry of this command's
-    if hit is not None:
-        progress.note(f"derived results from the cache ({key})")
-    return hit, key
-
-
-def store_analysis(cache_dir: Path | None, key: str | None, analysis: Analysis,
-                   summary: Summary) -> None:
-    if cache_dir is None or key is None:
-        return
-    from tracekit.pipeline import cache as cache_derived
-
-    cache_derived.write(cache_dir, key, analysis, summary)
-
-
 def report_text(analysis: Analysis, color: bool, verbose: bool = False) -> str:
     """The terminal report (tracekit.reports.text) without the first summary's tables."""
     from tracekit import reports
 
     text = reports.render("text", without_summary(analysis), color=color, verbose=verbose)
     return text if isinstance(text, str) else text.decode()
-
-
-def partitioned_analysis(path: Path, out: Path, load: LoadOptions,
-                         options: AnalyzeOptions) -> Analysis:
-    """The per-rank pipeline into a Parquet dataset partitioned by rank
-    (tracekit.pipeline.partitioned), then
-    the cross-rank steps on the communication subset; memory stays about one rank per worker.
-    The Analysis holds the cross-rank results, not the events."""
-    from tracekit import schema as S
-    from tracekit.model import Analysis, Run
-    from tracekit.pipeline.partitioned import analyze_partitioned, read_part
-
-    res = analyze_partitioned(path, out, load=load, options=options)
-    run = Run(events=S.empty(S.EVENTS),
-              process_groups=S.conform(read_part(out, "groups", res.ranks), S.PROCESS_GROUPS),
-              rank_info=S.conform(read_part(out, "info", res.ranks), S.RANK_INFO),
-              skipped=res.skipped)
-    analysis = Analysis(run=run, measured=res.measured, findings_table=res.findings,
-                        extra_tables={"stragglers": res.stragglers, "time_classes": res.classes})
-    analysis.info["partitioned"] = str(out)
-    analysis.source = str(path)
-    return analysis
-
-
-def flight_recorder_evidence(run: Run, path: Path, fr_dir: Path | None
-                             ) -> tuple[Run, pa.Table | None]:
-    """FR dumps (``fr_dir``, else those beside the traces) fill the communicator of trace
-    collectives that name none; disagreements come back as FINDINGS."""
-    from tracekit.parsers.flight_recorder import find_dumps, load_dumps
-    from tracekit.parsers.flight_recorder.evidence import apply_flight_recorder
-
-    if fr_dir is None and not (path.is_dir() and find_dumps(path)):
-        return run, None
-    return apply_flight_recorder(run, load_dumps(fr_dir or path).table)
-
-
-def pa_concat(*tables: pa.Table | None) -> pa.Table:
-    from tracekit.api import _concat_findings
-
-    return _concat_findings(*tables)
 
 
 def write_reports(analysis: Analysis, targets: dict[str, Path | None],
@@ -310,7 +207,8 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     """Read a trace file or run directory: groups, paths, phases, bounds and findings."""
     from tracekit import progress
     from tracekit.cli.outputs import plan_outputs
-    from tracekit.model import Analysis, AnalyzeOptions, LoadOptions
+    from tracekit.model import AnalyzeOptions, LoadOptions
+    from tracekit.pipeline.request import Request, analyze_request
 
     if parquet_events and parquet_out is None:
         raise ConfigError("--parquet-events needs --parquet DIR")
@@ -326,43 +224,27 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     topology = topology_from_kwargs(topo)
     tty = sys.stdout.isatty()
     progress.enable(progress.wanted())
-    options = LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
-                          progress=progress.enabled(), engine=engine, scheduler=scheduler)
-    analyze_options = AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
-                                     hardware=hardware_arg(hardware), layout=layout)
-    if partitioned is not None:
-        analysis = partitioned_analysis(path, partitioned, options, analyze_options)
-        with plan:
+    request = Request(
+        path, LoadOptions(rank=rank, cache_dir=cache_dir, on_error=on_error, jobs=jobs,
+                          progress=progress.enabled(), engine=engine, scheduler=scheduler),
+        AnalyzeOptions(topology=topology, rules_files=tuple(rules_files),
+                       hardware=hardware_arg(hardware), layout=layout),
+        variant="analyze", partitioned=partitioned, flight_recorder=fr_dir or True,
+        summary_only=summary_only,
+        read_cache=parquet_out is None)  # the whole ATTRIBUTED goes to --parquet: no hit
+    with plan:
+        outcome = analyze_request(request)
+        analysis, summary = outcome.analysis, outcome.summary
+        if partitioned is not None:
             write_reports(analysis, {"json": json_out, "html": html_out,
                                      "markdown": markdown_out, "junit": junit_out,
                                      "parquet": parquet_out}, plan)
-        click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
-                   f"partitioned into {partitioned}")
-        click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
-        return
-    if parquet_out is not None:  # the whole ATTRIBUTED goes to --parquet: no cache hit
-        hit, key = None, cached_analysis(path, options, analyze_options, fr_dir, summary_only)[1]
-    else:
-        hit, key = cached_analysis(path, options, analyze_options, fr_dir, summary_only)
-    with plan:
-        if hit is not None and hit.summary is not None:
-            summary, analysis = hit.summary, hit.analysis
-        else:
-            with progress.stage("parse", bar=True):
-                run = load_from_cli(path, options)
-            run, fr_findings = flight_recorder_evidence(run, path, fr_dir)
-            summary = compute(run)
-            if not summary_only:
-                analysis = full_analysis(run, summary, analyze_options)
-                if fr_findings is not None and fr_findings.num_rows:
-                    analysis.findings_table = pa_concat(analysis.findings_table, fr_findings)
-                store_analysis(cache_dir, key, analysis, summary)
-        if summary_only:
+        elif summary_only:
+            assert summary is not None
             if json_out is not None:
                 write_json(summary, path, json_out, plan)
             # the summary's tables are the only results
-            write_reports(Analysis(run=run, extra_tables=summary.tables(), source=str(path)),
-                          {"parquet": parquet_out}, plan, events=parquet_events)
+            write_reports(analysis, {"parquet": parquet_out}, plan, events=parquet_events)
         else:
             with progress.stage("reports"):
                 # the first summary's per-kernel tables go to --json only: every other
@@ -373,9 +255,14 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                 # the same result tables as `export --parquet`
                 write_reports(without_summary(analysis), {"parquet": parquet_out}, plan,
                               events=parquet_events)
-    if not summary_only:  # one report: the first summary's tables are in --json only
+    if partitioned is not None:
+        click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
+                   f"partitioned into {partitioned}")
+    if partitioned is not None or not summary_only:  # the first summary's tables: --json only
         click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
     elif tty:
+        assert summary is not None
         render_rich(summary, path)
     else:
+        assert summary is not None
         click.echo(render_text(summary, path), nl=False)

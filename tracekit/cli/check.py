@@ -28,31 +28,18 @@ def analyze_path(path: Path, hardware: str | None = None, rules_files: tuple[Pat
                  topo: dict[str, Any] | None = None, jobs: int | None = None) -> Analysis:
     """The whole pipeline on a trace file or run directory (BadInputError when unreadable).
     ``topo``: the click kwargs of ``topology_options`` (popped here)."""
-    from tracekit import api
     from tracekit.cli.topo import topology_from_kwargs
+    from tracekit.model import AnalyzeOptions, LoadOptions
+    from tracekit.pipeline.request import Request, analyze_request
 
     topo = dict(topo or {})
     layout = topo.get("layout")
     topology = topology_from_kwargs(topo)
-
-    load = api.LoadOptions(cache_dir=cache_dir, on_error=on_error, jobs=jobs)
-    options = api.AnalyzeOptions(rules_files=tuple(rules_files), hardware=hardware_arg(hardware),
-                                 topology=topology, layout=layout)
-    if cache_dir is None:
-        return api.analyze(path, load, options)
+    load = LoadOptions(cache_dir=cache_dir, on_error=on_error, jobs=jobs)
+    options = AnalyzeOptions(rules_files=tuple(rules_files), hardware=hardware_arg(hardware),
+                             topology=topology, layout=layout)
     # the derived cache (tracekit.pipeline.cache): another threshold re-reads the results
-    from tracekit.pipeline import cache as cache_derived
-    from tracekit.reports import digest_make
-
-    key = cache_derived.derived_key(path, load, options, variant="check")
-    hit = cache_derived.read(cache_dir, key) if key is not None else None
-    if hit is not None:
-        return hit.analysis
-    analysis = api.analyze(path, load, options)
-    digest_make.attach(analysis)
-    if key is not None:
-        cache_derived.write(cache_dir, key, analysis, None)
-    return analysis
+    return analyze_request(Request(path, load, options, variant="check")).analysis
 
 
 def read_json_report(path: Path) -> dict[str, Any] | None:

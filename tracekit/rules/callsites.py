@@ -12,6 +12,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.keys import first_rows, row_codes, spread
 from tracekit.rules.model import CallSiteRule, RuleSet
 
 
@@ -32,14 +33,15 @@ def _match(call: object, op: object, split: bool, rules: tuple[CallSiteRule, ...
 def apply_call_sites(comm: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     """CALL_GROUP, CALL_RULE and CALL_PATH for every communication row."""
     compiled = [re.compile(r.match) for r in rules.call_sites]
-    keys = pd.MultiIndex.from_arrays([
-        comm[S.CALL_SITE].astype("object"), comm[S.OP].astype("object"), comm[F.HAS_SPLIT],
-    ])
-    codes, uniq = pd.factorize(keys)
-    found = [_match(c, o, s is True, rules.call_sites, compiled) for c, o, s in uniq]
-    chosen = [found[c] if c >= 0 else None for c in codes]
+    call, op, split = (comm[S.CALL_SITE].astype("object"), comm[S.OP].astype("object"),
+                       comm[F.HAS_SPLIT])
+    codes = row_codes([call, op, split])
+    first = first_rows(codes)
+    found = [_match(c, o, s is True, rules.call_sites, compiled) for c, o, s in zip(
+        call.iloc[first].tolist(), op.iloc[first].tolist(), split.iloc[first].tolist(),
+        strict=True)]
     return pd.DataFrame({
-        F.CALL_GROUP: [r.group if r else None for r in chosen],
-        F.CALL_RULE: [r.id if r else None for r in chosen],
-        F.CALL_PATH: [r.path if r else None for r in chosen],
+        F.CALL_GROUP: spread([r.group if r else None for r in found], codes, comm.index),
+        F.CALL_RULE: spread([r.id if r else None for r in found], codes, comm.index),
+        F.CALL_PATH: spread([r.path if r else None for r in found], codes, comm.index),
     }, index=comm.index)

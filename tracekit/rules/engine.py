@@ -27,16 +27,15 @@ from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
-from tracekit.rules.grouping import (
-    as_objects,
-    first_rows,
-    per_value,
-    position_in_group,
-    row_codes,
-    sequence_ids,
+from tracekit.rules.grouping import as_objects, per_value, position_in_group, sequence_ids
+from tracekit.rules.groups import (
+    attribute_groups,
+    evidence_codes,
+    kernel_group,
+    participants_pass,
 )
-from tracekit.rules.groups import attribute_groups, kernel_group, participants_pass
-from tracekit.rules.kernels import classify, rule_column
+from tracekit.rules.kernels import classify_table, rule_column
+from tracekit.rules.keys import first_rows, objects, row_codes, tuple_keys
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
@@ -62,13 +61,13 @@ from tracekit.rules.signatures import layer_codes, transfer
 from tracekit.rules.stacks import missing_call_sites, with_call_sites
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
-from tracekit.tables import to_pandas
+from tracekit.tables import to_frame, to_pandas
 from tracekit.topology import Topology
 
 COMM_CLASSES = (KernelClass.COMM, KernelClass.FUSED)
 _NEEDED = (
     S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CALL_SITE, S.OP, S.PG_DESC,
-    S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES, S.IN_SPLIT,
+    S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES,
     S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION, S.META_SOURCE,
 )
 
@@ -107,9 +106,9 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     count on across the batch's ranks, in rank order).
     """
     events = run.events
-    frame = to_pandas(events, _NEEDED)
+    frame = to_frame(events, _NEEDED)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
-    krule = classify(frame, rules)
+    krule = classify_table(events, rules)
     cls = rule_column(krule, rules, "cls")
     verdict = _attribute_comm(frame, krule, rules, topo, run, cross_rank)
     return _assemble(events, krule, cls, verdict, rules), collective_units(verdict)
@@ -123,12 +122,13 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
                       (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
                       (F.GROUPED, "grouped"), (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
-        comm[col] = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
+        values = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
+        comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
     comm = take_launcher_facts(comm, launchers(frame, comm))
     comm[S.OP] = comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
     comm[PREPARES] = prepared_targets(comm, rules)
     comm[S.OP] = fill_prepared_ops(comm)
-    comm[F.HAS_SPLIT] = comm[S.IN_SPLIT].map(lambda v: v is not None and len(v) > 0)
+    comm[F.HAS_SPLIT] = _has_split(run.events, comm[F.ROW].to_numpy())
     comm[F.KGROUP] = kernel_group(comm[F.KRULE], rules, topo)
     comm[F.THREAD_GROUP] = None
     comm[F.LINK] = link_wrappers(comm)
@@ -136,7 +136,10 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     comm = comm.join(apply_call_sites(comm, rules))
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
-    groups = attribute_groups(comm, rules, topo, pg_table)
+    # the evidence but the runloop thread's group is the same in both passes
+    ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)
+    static = evidence_codes(comm, ranks_key)
+    groups = attribute_groups(comm, rules, topo, pg_table, ranks_key, static)
     groups = _from_wrappers(comm, groups)
     decided = groups[S.GROUP].where(groups[S.STATUS] == Status.ATTRIBUTED)
     comm[F.THREAD_GROUP] = thread_groups(comm, decided)
@@ -145,47 +148,67 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     if not linked.empty:
         comm.loc[linked.index, F.THREAD_GROUP] = comm.loc[
             by_row.reindex(linked[F.LINK]).to_numpy(), F.THREAD_GROUP].to_numpy()
-    groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table))
+    groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table, ranks_key,
+                                                   static))
     groups = fill_from_nested(comm, groups, S.GROUP,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
     if cross_rank:
         unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
-        last = participants_pass(comm[unlinked].join(groups), topo)
-        groups.loc[last.index] = last
+        asked = comm.loc[unlinked.to_numpy(), [S.RANK, S.NAME, S.OP, S.CALL_SITE]]
+        last = participants_pass(asked.join(groups), topo)
+        at = groups.index.get_indexer(last.index)
+        for col in last.columns:
+            values = groups[col].to_numpy(dtype=object, copy=True)
+            values[at] = last[col].to_numpy(dtype=object)
+            groups[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
     groups = world_fallback(comm, groups, topo, run)
     groups = _from_wrappers(comm, groups)
     comm = comm.join(groups)
     return _order_and_paths(frame, comm, rules, topo)
 
 
+def _has_split(events: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` has a non-empty IN_SPLIT (in Arrow: no list per row)."""
+    if S.IN_SPLIT not in events.column_names:
+        return np.zeros(len(rows), dtype=bool)
+    lengths = pc.fill_null(pc.list_value_length(events.column(S.IN_SPLIT)), 0)
+    return np.asarray(lengths.to_numpy(), dtype=np.int64)[rows] > 0
+
+
 def _group_sizes(comm: pd.DataFrame, topo: Topology | None) -> pd.Series:
     """Ranks in each row's communicator: its own pg_ranks, else the topology's member list."""
-    own = comm[S.PG_RANKS].map(lambda r: len(r) if r is not None and len(r) else None)
-    own = own.astype("float")
+    lengths = [len(r) if r is not None else 0 for r in comm[S.PG_RANKS].to_numpy()]
+    own = pd.Series(np.asarray(lengths, dtype=np.float64), index=comm.index)
+    own = own.where(own > 0)
     if topo is None:
         return own
-    pairs = comm[[S.RANK, S.GROUP]].dropna().drop_duplicates()
-    sizes = {
-        (int(r), str(g)): float(len(m)) if (m := topo.group_of(int(r), str(g))) else np.nan
-        for r, g in zip(pairs[S.RANK], pairs[S.GROUP], strict=True)
-    }
-    keys = pd.MultiIndex.from_frame(comm[[S.RANK, S.GROUP]].astype("object"))
-    from_topo = pd.Series(sizes, dtype="float").reindex(keys).to_numpy() if sizes else np.nan
-    return own.fillna(pd.Series(from_topo, index=comm.index, dtype="float"))
+    codes = row_codes([comm[S.RANK], comm[S.GROUP]])
+    first = first_rows(codes)
+    sizes = np.full(first.size, np.nan)
+    for i, (r, g) in enumerate(zip(comm[S.RANK].iloc[first], comm[S.GROUP].iloc[first],
+                                   strict=True)):
+        if pd.notna(r) and pd.notna(g) and (m := topo.group_of(int(r), str(g))):
+            sizes[i] = float(len(m))
+    return own.fillna(pd.Series(sizes[codes], index=comm.index, dtype="float"))
 
 
 def _from_wrappers(comm: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
     """A gloo annotation takes the verdict of the c10d op that caused it."""
-    linked = comm[comm[F.LINK] >= 0]
-    if linked.empty:
+    link = comm[F.LINK].to_numpy()
+    linked = np.flatnonzero(link >= 0)
+    if not linked.size:
         return groups
-    by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
-    target = by_row.reindex(linked[F.LINK]).to_numpy()
-    out = groups.copy()
-    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES):
-        out.loc[target, col] = groups.loc[linked.index, col].to_numpy()
-    out.loc[target, F.GROUP_REASON] = (
-        "linked c10d op: " + groups.loc[linked.index, F.GROUP_REASON].astype(str)).to_numpy()
+    position = pd.Series(np.arange(len(comm)), index=comm[F.ROW].to_numpy())
+    target = position.reindex(link[linked]).to_numpy().astype(np.int64)
+    out = groups.copy(deep=False)  # the columns written are replaced, not modified
+    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES, F.GROUP_REASON):
+        values = groups[col].to_numpy(dtype=object, copy=True)
+        taken = values[linked]
+        if col == F.GROUP_REASON:
+            taken = np.array(["linked c10d op: " + r if isinstance(r, str) else np.nan
+                              for r in taken], dtype=object)
+        values[target] = taken
+        out[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
     return out
 
 
@@ -227,8 +250,8 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     first = comm[_FIRST_COLS].take(comm.index.get_indexer(units.index[lead]))
     first[F.STEP] = unit_steps.to_numpy()[lead]
     # equal (op, group, name, call site) tokens, equal codes (missing values alike)
-    first[F.TOKEN] = row_codes(first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
-                               first[S.CALL_SITE])
+    first[F.TOKEN] = row_codes([first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
+                                first[S.CALL_SITE]])
     item_codes, items = _items(first, rules, topo)
     required = required_families(rules, topo, set(comm[S.PATH].dropna().unique().tolist()))
     fitting: dict[bytes, bool] = {}
@@ -270,7 +293,7 @@ def _sizes_once(members: pd.DataFrame, topo: Topology | None) -> pd.Series:
         out[~plain] = _group_sizes(members[~plain], topo).to_numpy(dtype=float)
     if plain.any():
         rows = members[plain]
-        codes = row_codes(rows[S.RANK], rows[S.GROUP])
+        codes = row_codes([rows[S.RANK], rows[S.GROUP]])
         out[plain] = _group_sizes(rows.iloc[first_rows(codes)], topo).to_numpy(
             dtype=float)[codes]
     return pd.Series(out, index=members.index)
@@ -280,7 +303,7 @@ def _items(first: pd.DataFrame, rules: RuleSet,
            topo: Topology | None) -> tuple[np.ndarray, list[Item]]:
     """Per row of ``first``, a code of its (known path, slot candidates) item, and the items
     by code: slots are looked up once per distinct (op, group), not per row."""
-    pair = row_codes(first[F.LOGICAL_OP], first[S.GROUP])
+    pair = row_codes([first[F.LOGICAL_OP], first[S.GROUP]])
     reps = first.iloc[first_rows(pair)]
     slots: list[tuple[str, ...]] = [
         slot_candidates(rules, topo, None if pd.isna(o) else o, None if pd.isna(g) else g)
@@ -289,7 +312,7 @@ def _items(first: pd.DataFrame, rules: RuleSet,
     known = first[S.PATH].notna().to_numpy()
     slot_code = np.where(known, len(slots), pair)  # a known path has no open slot
     slots.append(())
-    codes = row_codes(first[S.PATH], slot_code)
+    codes = row_codes([first[S.PATH], slot_code])
     reps_at = first_rows(codes)
     paths = first[S.PATH].to_numpy(dtype=object)[reps_at]
     items: list[Item] = [(p if isinstance(p, str) else None, slots[c])
@@ -351,7 +374,7 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
             comm.loc[need.index, col] = by_ext[col].reindex(keys).to_numpy()
     # nesting is found on the thread and time columns alone, on the threads that have a row
     # to fill (rows nest only with rows of their own thread): the wide frame is not copied
-    thread = row_codes(*(comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)))
+    thread = row_codes([comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)])
     open_threads = np.unique(thread[comm[S.LOGICAL_ID].isna().to_numpy()])
     on = np.isin(thread, open_threads)
     if not on.any():
@@ -439,19 +462,25 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
     rule_index[rows] = np.where(pd.isna(joined_by[joined]), rule_index[rows], joined)
     rule_id = _dictionary(rule_index, rule_table)
     roles = np.array([r.role for r in rules.kernel_classes] + [None], dtype=object)
-    op = events.column(S.OP)
-    op = (op.cast(op.type.value_type) if pa.types.is_dictionary(op.type) else op).combine_chunks()
-    at = np.zeros(n, dtype=bool)
-    at[rows] = True
-    op = pc.if_else(pa.array(at), _spread(*_factorized(comm[S.OP]), rows, n), op)
+    # EVENTS' op, the engine's where it decided one: both in code space
+    given = events.column(S.OP)
+    given = pc.dictionary_encode((given.cast(given.type.value_type)
+                                  if pa.types.is_dictionary(given.type) else given)
+                                 .combine_chunks())
+    op_codes, op_values = _factorized(comm[S.OP])
+    op_index = np.asarray(given.indices.fill_null(-1).to_numpy(zero_copy_only=False),
+                          dtype=np.int64) + len(op_values)
+    op_index[op_index < len(op_values)] = -1
+    op_index[rows] = op_codes
+    op = _dictionary(op_index, np.concatenate(
+        [op_values, np.asarray(given.dictionary.to_pylist(), dtype=object)]))
     logical = np.full(n, np.nan)
     logical[rows] = comm[S.LOGICAL_ID].to_numpy(dtype=float)
     layer = np.full(n, np.nan)
     layer[rows] = comm[S.LAYER].to_numpy(dtype=float)
     instance = np.zeros(n, dtype=bool)
     instance[rows] = comm[F.INSTANCE].astype(bool).to_numpy()
-    table = events.set_column(events.schema.get_field_index(S.OP), S.OP,
-                              pc.dictionary_encode(op))
+    table = events.set_column(events.schema.get_field_index(S.OP), S.OP, op)
     if S.CALL_SITE in table.column_names:
         table = table.set_column(
             table.schema.get_field_index(S.CALL_SITE), S.CALL_SITE,
@@ -507,17 +536,18 @@ def _spread(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray, n: int) ->
     """A string column of ``n`` rows holding ``uniques[codes]`` at ``rows`` (null where the
     code is -1 or the value None, and outside ``rows``): each distinct value is converted
     once and taken by code."""
-    index = np.full(n, -1, dtype=np.int64)
+    index = np.full(n, -1, dtype=np.int32)
     index[rows] = codes
     dictionary = pa.array(uniques, pa.string(), from_pandas=True)
-    return dictionary.take(pa.array(index, mask=index < 0))
+    return pa.DictionaryArray.from_arrays(pa.array(index, mask=index < 0),
+                                          dictionary).cast(pa.string())
 
 
 def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:
     """``first`` and ``second`` joined by ``sep`` where ``second`` is set (``first`` alone
     elsewhere), ``sep`` characters stripped from both ends, None where nothing is left; as
     (code per row, value by code), computed once per distinct pair."""
-    codes = row_codes(first, second)
+    codes = row_codes([first, second])
     at = first_rows(codes)
     out = np.empty(len(at), dtype=object)
     pairs = zip(first.to_numpy(dtype=object)[at].tolist(),

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tracekit.rules import keys
+
 
 def grouped_tuples(values: pd.Series, codes: pd.Series | np.ndarray) -> pd.Series:
     """``values.groupby(codes).agg(tuple)``: per group code (sorted), the tuple of its values
@@ -28,26 +30,9 @@ def grouped_tuples(values: pd.Series, codes: pd.Series | np.ndarray) -> pd.Serie
 
 
 def row_codes(*columns: pd.Series | np.ndarray) -> np.ndarray:
-    """Code (0..) of each row's combination of values in ``columns``, numbered in order of
-    first appearance; a missing value (None, NaN) is one value of its own. The columns are
-    factorized one by one and the codes combined, so no tuple is built per row."""
-    out = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
-    span = 1  # codes in ``out`` are below span
-    for col in columns:
-        codes, uniques = pd.factorize(col, use_na_sentinel=False)
-        width = max(len(uniques), 1)
-        if span * width >= 2**62:
-            out, distinct = pd.factorize(out)
-            span = max(len(distinct), 1)
-        out = out * width + codes
-        span *= width
-    return pd.factorize(out)[0].astype(np.int64)
-
-
-def first_rows(codes: np.ndarray) -> np.ndarray:
-    """Position of the first row of each code (codes numbered 0.. in order of appearance)."""
-    _, first = np.unique(codes, return_index=True)
-    return first
+    """``keys.row_codes`` of the columns given one by one: a code (0..) per row, equal where
+    every column is equal (missing values alike), in order of first appearance."""
+    return keys.row_codes(columns)
 
 
 def per_value(values: pd.Series | np.ndarray, fn: Callable[[Any], Any]) -> np.ndarray:

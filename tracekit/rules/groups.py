@@ -27,6 +27,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.keys import first_rows, objects, row_codes, spread, tuple_keys
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 from tracekit.topology import Topology
@@ -176,39 +177,58 @@ def _size_candidates(topo: Topology | None, rank: int, op: object, nin: object,
     return tuple(out)
 
 
+VERDICT_COLUMNS = ((S.GROUP, "group"), (S.STATUS, "status"), (F.GROUP_RULE, "rule_id"),
+                   (F.GROUP_REASON, "reason"), (F.CANDIDATES, "candidates"))
 KEY_COLUMNS = (
     S.RANK, S.PG_DESC, F.RANKS_KEY, S.PG_NAME, F.CALL_GROUP, F.CALL_RULE, F.THREAD_GROUP,
     F.KGROUP, F.KRULE, S.OP, S.IN_NELEMS, S.OUT_NELEMS,
 )
 
 
+def evidence_codes(comm: pd.DataFrame, ranks_key: pd.Series) -> np.ndarray:
+    """Row codes of the evidence columns but the runloop thread's group (the one column that
+    changes between the engine's two passes)."""
+    return row_codes([ranks_key if name == F.RANKS_KEY else comm[name]
+                      for name in KEY_COLUMNS if name != F.THREAD_GROUP])
+
+
 def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
-                     pg_table: pd.DataFrame) -> pd.DataFrame:
-    """Group, status, rule id, reason and candidates for every communication row."""
+                     pg_table: pd.DataFrame, ranks_key: pd.Series | None = None,
+                     static: np.ndarray | None = None) -> pd.DataFrame:
+    """Group, status, rule id, reason and candidates for every communication row
+    (``ranks_key``: each row's PG_RANKS as a tuple, ``static``: ``evidence_codes``, when the
+    caller has them already)."""
     if comm.empty:
         return pd.DataFrame(index=comm.index, columns=[S.GROUP, S.STATUS, F.GROUP_RULE,
                                                        F.GROUP_REASON, F.CANDIDATES])
-    ranks_key = comm[S.PG_RANKS].map(_as_key)
-    columns = []
-    for name in KEY_COLUMNS:
-        values = (ranks_key if name == F.RANKS_KEY else comm[name]).astype("object")
-        columns.append(values.where(values.notna(), None).tolist())
-    distinct: dict[tuple[object, ...], int] = {}
-    codes = [distinct.setdefault(key, len(distinct)) for key in zip(*columns, strict=True)]
+    if ranks_key is None:
+        ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)
+    if static is None:
+        static = evidence_codes(comm, ranks_key)
+    columns = [ranks_key if name == F.RANKS_KEY else comm[name] for name in KEY_COLUMNS]
+    codes = row_codes([static, comm[F.THREAD_GROUP]])
+    first = first_rows(codes)
+    # the evidence of each distinct combination, as Python values (None where missing)
+    keys = []
+    for column in columns:
+        values = column.iloc[first].astype("object")
+        keys.append(values.where(values.notna(), None).tolist())
     pg_lookup = _pg_lookup(pg_table)
     verdicts = [
         _verdict({k: _none(v) for k, v in zip(KEY_COLUMNS, key, strict=True)}, rules, topo,
                  pg_lookup)
-        for key in distinct
+        for key in zip(*keys, strict=True)
     ]
-    chosen = [verdicts[c] for c in codes]
+    return verdict_frame(verdicts, codes, comm.index)
+
+
+def verdict_frame(verdicts: Sequence[Verdict], codes: np.ndarray,
+                  index: pd.Index) -> pd.DataFrame:
+    """Group, status, rule id, reason and candidates of ``verdicts[code]`` for every row."""
     return pd.DataFrame({
-        S.GROUP: [v.group for v in chosen],
-        S.STATUS: [v.status for v in chosen],
-        F.GROUP_RULE: [v.rule_id for v in chosen],
-        F.GROUP_REASON: [v.reason for v in chosen],
-        F.CANDIDATES: [v.candidates for v in chosen],
-    }, index=comm.index)
+        col: spread([getattr(v, attr) for v in verdicts], codes, index)
+        for col, attr in VERDICT_COLUMNS
+    }, index=index)
 
 
 def _none(value: object) -> object:
@@ -295,7 +315,8 @@ def kernel_group(krule: pd.Series, rules: RuleSet, topo: Topology | None) -> pd.
     values = [pick(r) for r in rules.kernel_classes] + [None]
     arr = np.array(values, dtype=object)
     idx = krule.to_numpy()
-    return pd.Series(arr[np.where(idx < 0, len(values) - 1, idx)], index=krule.index)
+    return pd.Series(arr[np.where(idx < 0, len(values) - 1, idx)], index=krule.index,
+                     dtype=object)
 
 
 def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame:
@@ -307,42 +328,37 @@ def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame
     candidates). Needs a topology and two or more rank files. Runs once per distinct
     (rank, call, earlier candidates).
     """
-    out = comm[[S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, F.CANDIDATES]].copy()
+    out = comm[[S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, F.CANDIDATES]]
     if topo is None or comm[S.RANK].nunique() < 2:
         return out
-    key_frame = comm[[S.NAME, S.OP, S.CALL_SITE]].astype("object")
-    key_frame = key_frame.where(key_frame.notna(), None)
-    codes = pd.Series(pd.factorize(pd.MultiIndex.from_frame(key_frame))[0], index=comm.index)
-    issuers = comm[S.RANK].astype(int).groupby(codes).agg(frozenset)
-    open_mask = out[S.STATUS] != Status.ATTRIBUTED
-    if not open_mask.any():
+    calls = row_codes([comm[S.NAME], comm[S.OP], comm[S.CALL_SITE]])
+    rank = comm[S.RANK].astype(int).to_numpy()
+    issuers = pd.Series(rank).groupby(calls).agg(frozenset)
+    open_rows = np.flatnonzero((out[S.STATUS] != Status.ATTRIBUTED).to_numpy())
+    if not open_rows.size:
         return out
-    prev = out.loc[open_mask, F.CANDIDATES].map(lambda c: tuple(c) if c else ())
-    pairs = pd.DataFrame({S.RANK: comm.loc[open_mask, S.RANK].astype(int),
-                          F.CALL_KEY: codes[open_mask], F.PREVIOUS: prev})
-    uniq = pairs.drop_duplicates()
-    verdicts: dict[tuple[int, int, tuple[str, ...]], Verdict] = {}
-    for rank, key, before in zip(uniq[S.RANK], uniq[F.CALL_KEY], uniq[F.PREVIOUS], strict=True):
+    cand_codes, cand_uniq = pd.factorize(out[F.CANDIDATES].iloc[open_rows])
+    before_of = [tuple(c) if c else () for c in cand_uniq] + [()]  # code -1: none
+    pair = row_codes([rank[open_rows], calls[open_rows], cand_codes])
+    verdicts: list[Verdict] = []
+    for at in first_rows(pair).tolist():
+        r, key, before = int(rank[open_rows[at]]), calls[open_rows[at]], before_of[cand_codes[at]]
         took_part = issuers[key]
         cands: list[str] = []
         for g in S.Group.ALL:
-            m = topo.group_of(rank, g)
+            m = topo.group_of(r, g)
             if m and len(m) > 1 and set(m) <= took_part and topo.canonical(g) not in cands:
                 cands.append(topo.canonical(g))
         ev = [Evidence("earlier evidence", before, "prior")] if before else []
         ev.append(Evidence(f"ranks issuing this call {sorted(took_part)}", tuple(cands),
                            "participants"))
-        verdicts[(rank, key, before)] = resolve(ev)
-    chosen = pd.Series(
-        [verdicts[k] for k in zip(pairs[S.RANK], pairs[F.CALL_KEY], pairs[F.PREVIOUS],
-                                  strict=True)], index=pairs.index)
-    chosen = chosen[chosen.map(lambda v: v.status != Status.UNATTRIBUTED)]
-    if chosen.empty:
+        verdicts.append(resolve(ev))
+    decided = np.array([v.status != Status.UNATTRIBUTED for v in verdicts], dtype=bool)[pair]
+    if not decided.any():
         return out
-    rows = chosen.index
-    out.loc[rows, S.GROUP] = chosen.map(lambda v: v.group)
-    out.loc[rows, S.STATUS] = chosen.map(lambda v: v.status)
-    out.loc[rows, F.GROUP_RULE] = chosen.map(lambda v: v.rule_id)
-    out.loc[rows, F.GROUP_REASON] = chosen.map(lambda v: v.reason)
-    out.loc[rows, F.CANDIDATES] = chosen.map(lambda v: v.candidates)
+    rows, chosen = open_rows[decided], pair[decided]
+    for col, attr in VERDICT_COLUMNS:
+        values = out[col].to_numpy(dtype=object, copy=True)
+        values[rows] = objects([getattr(v, attr) for v in verdicts]).to_numpy()[chosen]
+        out[col] = pd.Series(values, index=out.index, dtype=object, copy=False)
     return out

@@ -10,6 +10,8 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracekit import schema as S
 from tracekit.rules.model import KernelRule, RuleSet
@@ -61,18 +63,49 @@ def classify(frame: pd.DataFrame, rules: RuleSet) -> np.ndarray:
     """Index into ``rules.kernel_classes`` for every row of ``frame`` (-1: no rule)."""
     if frame.empty:
         return np.empty(0, dtype=np.int64)
+    return _classified(_factorized(frame[S.NAME]), _factorized(frame[S.KIND]), rules)
+
+
+def classify_table(table: pa.Table, rules: RuleSet) -> np.ndarray:
+    """``classify`` of a table's NAME and KIND columns, read in Arrow dictionary code space
+    (no string per row)."""
+    if not table.num_rows:
+        return np.empty(0, dtype=np.int64)
+    return _classified(_encoded(table.column(S.NAME)), _encoded(table.column(S.KIND)), rules)
+
+
+def _classified(names: tuple[np.ndarray, list[str]], kinds: tuple[np.ndarray, list[str]],
+                rules: RuleSet) -> np.ndarray:
     matcher = _matcher(rules)
-    name_codes, names = pd.factorize(frame[S.NAME].astype("string").fillna(""))
-    kind_codes, kinds = pd.factorize(frame[S.KIND].astype("string").fillna(""))
-    width = max(len(kinds), 1)
+    (name_codes, name_texts), (kind_codes, kind_texts) = names, kinds
+    width = max(len(kind_texts), 1)
     pairs, inverse = np.unique(name_codes.astype(np.int64) * width + kind_codes,
                                return_inverse=True)
-    hit = np.array([matcher.first(str(names[p // width]), str(kinds[p % width]))
+    hit = np.array([matcher.first(name_texts[p // width], kind_texts[p % width])
                     for p in pairs.tolist()], dtype=np.int64)
     return hit[inverse.reshape(-1)]
+
+
+def _encoded(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Codes and texts of a string column, as ``_factorized`` (codes may repeat a text)."""
+    if pa.types.is_dictionary(column.type):
+        col = pa.table({"c": column}).unify_dictionaries().column("c").combine_chunks()
+    else:
+        col = pc.dictionary_encode(column.combine_chunks())
+    texts = [*("" if v is None else str(v) for v in col.dictionary.to_pylist()), ""]
+    codes = pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.where(codes < 0, len(texts) - 1, codes), texts
+
+
+def _factorized(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Codes and distinct texts of ``values``, a missing value counting as ``""``."""
+    codes, uniques = pd.factorize(values)
+    texts = [*(str(u) for u in uniques), ""]
+    return np.where(codes < 0, len(texts) - 1, codes).astype(np.int64), texts
 
 
 def rule_column(index: np.ndarray, rules: RuleSet, attr: str) -> pd.Series:
     """One attribute of the matched rule for every row (None where no rule matched)."""
     values = np.array([getattr(r, attr) for r in rules.kernel_classes] + [None], dtype=object)
-    return pd.Series(values[np.where(index < 0, len(values) - 1, index)])
+    # object dtype: a Series of texts would otherwise be converted to pandas' Arrow strings
+    return pd.Series(values[np.where(index < 0, len(values) - 1, index)], dtype=object)

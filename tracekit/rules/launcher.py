@@ -7,7 +7,7 @@ names every kernel of several collectives ``ncclKernel_SendRecv_*``: the name al
 send/recv where the launching op says all_to_all or all_reduce. The link runs through the
 kernel's correlation: the runtime launch with the same correlation on the same rank, then the
 innermost communication CPU op with an op that encloses the launch on the launching thread.
-Found with ``merge_asof`` per nesting level, not per row.
+Found with one sorted search per nesting level, not per row.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.keys import lane_time_keys, row_codes
 
 _LANE = [S.RANK, S.PID, S.TID]
-_LAUNCH_TS = "_launch_ts"
+_LAUNCH_FACTS = (S.PID, S.TID, S.TS_NS)  # of the runtime launch
 MAX_DEPTH = 4  # c10d op > record_param_comms > nccl:* title: three levels in practice
 # facts a kernel takes from its launcher where it has none of its own
 CARRIED = (S.PG_DESC, S.PG_NAME, S.PG_RANKS, S.GROUP_SIZE)
@@ -32,46 +33,76 @@ def _op(comm: pd.DataFrame) -> pd.Series:
 
 def launchers(frame: pd.DataFrame, comm: pd.DataFrame) -> pd.Series:
     """For every communication row: the comm index of the CPU op that launched it, or -1."""
-    out = pd.Series(-1, index=comm.index, dtype=np.int64)
+    out = np.full(len(comm), -1, dtype=np.int64)
     kinds = comm[S.KIND].astype("object")
-    # only the columns read below are filtered (the frames are wide)
-    device = comm.loc[((kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()).to_numpy(),
-                      [S.RANK, S.CORRELATION]]
-    host = comm.loc[(kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
-                     & _op(comm).notna() & ~comm[F.INSTANCE].astype(bool)).to_numpy(),
-                    [*_LANE, S.TS_NS, S.DUR_NS]]
-    runtime = frame.loc[((frame[S.KIND].astype("object") == S.Kind.RUNTIME)
-                         & frame[S.CORRELATION].notna()).to_numpy(),
-                        [S.RANK, S.CORRELATION, S.PID, S.TID, S.TS_NS]]
-    if device.empty or host.empty or runtime.empty:
-        return out
-    launch = runtime.drop_duplicates([S.RANK, S.CORRELATION]).set_index(
-        [S.RANK, S.CORRELATION])[[S.PID, S.TID, S.TS_NS]]
-    keys = pd.MultiIndex.from_frame(device[[S.RANK, S.CORRELATION]])
-    left = pd.DataFrame(launch.reindex(keys).to_numpy(), index=device.index,
-                        columns=[S.PID, S.TID, _LAUNCH_TS])
-    left[S.RANK] = device[S.RANK].to_numpy()
-    left = left.dropna()
-    right = host[[*_LANE, S.TS_NS, S.DUR_NS]].copy()
-    right[F.END] = right[S.TS_NS] + right[S.DUR_NS]
-    right[F.SRC] = right.index
-    for part in (left, right):
-        for k in _LANE:
-            part[k] = part[k].astype(np.int64)
-    left[_LAUNCH_TS] = left[_LAUNCH_TS].astype(np.int64)
-    left[F.IDX] = left.index
-    right = right.sort_values(S.TS_NS)
+    device = np.flatnonzero(((kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()).to_numpy())
+    host = np.flatnonzero((kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
+                           & _op(comm).notna() & ~comm[F.INSTANCE].astype(bool)).to_numpy())
+    runtime = np.flatnonzero(((frame[S.KIND].astype("object") == S.Kind.RUNTIME)
+                              & frame[S.CORRELATION].notna()).to_numpy())
+    if device.size and host.size and runtime.size:
+        kernel, src = _launched(frame, comm, device, host, runtime)
+        out[kernel] = src
+    return pd.Series(out, index=comm.index, dtype=np.int64)
+
+
+def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host: np.ndarray,
+              runtime: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel positions, comm index of their launcher) of the ``device`` rows of ``comm``."""
+    # the launch of each kernel: the first runtime row of its (rank, correlation)
+    keys = row_codes([
+        np.concatenate([frame[S.RANK].to_numpy()[runtime], comm[S.RANK].to_numpy()[device]]),
+        np.concatenate([frame[S.CORRELATION].to_numpy()[runtime],
+                        comm[S.CORRELATION].to_numpy()[device]])])
+    first = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
+    r_keys, r_first = np.unique(keys[:runtime.size], return_index=True)
+    first[r_keys] = runtime[r_first]
+    launch = first[keys[runtime.size:]]
+    facts = [frame[c].to_numpy()[np.where(launch >= 0, launch, 0)] for c in _LAUNCH_FACTS]
+    block = np.result_type(*(f.dtype for f in facts))
+    if (launch < 0).any() or block.kind == "f":
+        # the launch facts went through one float block: the same rounding of large values
+        facts = [f.astype(np.float64) for f in facts]
+        ok = (launch >= 0) & ~np.isnan(facts[0]) & ~np.isnan(facts[1]) & ~np.isnan(facts[2])
+    else:
+        ok = launch >= 0
+    kernel = device[ok]
+    l_pid, l_tid, l_ts = (f[ok].astype(np.int64) for f in facts)
+    h_ts = comm[S.TS_NS].to_numpy(dtype=np.int64)[host]
+    h_end = h_ts + comm[S.DUR_NS].to_numpy(dtype=np.int64)[host]
+    lanes = row_codes([
+        np.concatenate([comm[S.RANK].to_numpy()[kernel], comm[S.RANK].to_numpy()[host]]),
+        np.concatenate([l_pid, comm[S.PID].to_numpy()[host].astype(np.int64)]),
+        np.concatenate([l_tid, comm[S.TID].to_numpy()[host].astype(np.int64)])])
+    keys, width = lane_time_keys(lanes, np.concatenate([l_ts, h_ts]))
+    l_key, h_key = keys[:kernel.size], keys[kernel.size:]
+    # the host ops by start (ties in the order a merge_asof on them would see), then by lane
+    order = np.argsort(h_ts)
+    order = order[np.argsort(h_key[order] // width, kind="stable")]
+    alive = np.ones(order.size, dtype=bool)
+    left = np.arange(kernel.size)
+    found_k: list[np.ndarray] = []
+    found_s: list[np.ndarray] = []
     for _ in range(MAX_DEPTH):  # innermost first; a sibling that closed before: look outside
-        if left.empty or right.empty:
+        if not left.size or not alive.any():
             break
-        hit = pd.merge_asof(left.sort_values(_LAUNCH_TS), right, left_on=_LAUNCH_TS,
-                            right_on=S.TS_NS, by=_LANE, direction="backward")
-        found = hit[hit[F.SRC].notna() & (hit[F.END] >= hit[_LAUNCH_TS])]
-        out.loc[found[F.IDX].to_numpy()] = found[F.SRC].astype(np.int64).to_numpy()
-        missed = hit[hit[F.SRC].notna() & (hit[F.END] < hit[_LAUNCH_TS])]
-        left = left[left[F.IDX].isin(missed[F.IDX])]
-        right = right[~right[F.SRC].isin(missed[F.SRC])]
-    return out
+        cand = order[alive]
+        pos = np.searchsorted(h_key[cand], l_key[left], side="right") - 1
+        hit = pos >= 0
+        hit[hit] = h_key[cand[pos[hit]]] // width == l_key[left[hit]] // width
+        at = cand[np.where(hit, pos, 0)]
+        inside = hit & (h_end[at] >= l_ts[left])
+        found_k.append(left[inside])
+        found_s.append(at[inside])
+        missed = hit & ~inside
+        gone = np.zeros(host.size, dtype=bool)
+        gone[at[missed]] = True
+        alive &= ~gone[order]
+        left = left[missed]
+    if not found_k:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    k, h = np.concatenate(found_k), np.concatenate(found_s)
+    return kernel[k], comm.index.to_numpy()[host[h]]
 
 
 def take_launcher_facts(comm: pd.DataFrame, source: pd.Series) -> pd.DataFrame:

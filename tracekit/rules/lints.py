@@ -27,7 +27,8 @@ import pyarrow as pa
 from tracekit import model
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.grouping import first_rows, row_codes
+from tracekit.rules.grouping import row_codes
+from tracekit.rules.keys import first_rows
 from tracekit.rules.model import FrozenMap, LintRule, RuleSet
 from tracekit.topology import Topology
 

@@ -282,8 +282,11 @@ class RuleSet:
 
     def phase_of(self, path: str | None) -> str | None:
         """The phase of a path label (None for a null or undeclared path)."""
-        lab = self._labels().get(path) if isinstance(path, str) else None
-        return lab.phase if lab is not None else None
+        phases = self.__dict__.get("_phase_index")  # called once per row: one lookup
+        if phases is None:
+            phases = {lab.id: lab.phase for lab in self._labels().values()}
+            object.__setattr__(self, "_phase_index", phases)
+        return phases.get(path) if isinstance(path, str) else None
 
     def family_paths(self, family: str) -> tuple[str, ...]:
         """The labels of one family, in declaration order."""

@@ -4,7 +4,8 @@ A CPU wrapper (``c10d::allreduce_``, ``nccl:all_reduce``) nests around or inside
 ``record_param_comms`` op that carries the process-group metadata; on the GPU stream the
 ``nccl:*`` annotation encloses the kernel. Rows that lack a verdict take it from a decided row
 on the same (rank, pid, tid) that encloses them or that they enclose (the enclosed one first:
-it is the innermost carrier). Found with two ``merge_asof`` passes, not pairwise loops.
+it is the innermost carrier). Found with two sorted searches over (thread, start), not
+pairwise loops.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
-from tracekit.rules import frame as F
+from tracekit.rules.keys import lane_time_keys, row_codes
 
 _KEYS = [S.RANK, S.PID, S.TID]
 
@@ -23,30 +24,37 @@ _KEYS = [S.RANK, S.PID, S.TID]
 def nested_source(comm: pd.DataFrame, need: pd.Series, have: pd.Series) -> pd.Series:
     """For each row in ``need``: index of a ``have`` row nested with it (same thread), or NaN."""
     out = pd.Series(np.nan, index=comm.index)
-    if not need.any() or not have.any():
+    need_at, have_at = np.flatnonzero(need.to_numpy()), np.flatnonzero(have.to_numpy())
+    if not need_at.size or not have_at.size:
         return out
-    cols = [*_KEYS, S.TS_NS, S.DUR_NS]
-    left = comm.loc[need, cols].copy()
-    right = comm.loc[have, cols].copy()
-    for part in (left, right):
-        for k in _KEYS:
-            part[k] = part[k].fillna(-1).astype(np.int64)
-        part[F.START] = part[S.TS_NS]
-    left[F.END] = left[S.TS_NS] + left[S.DUR_NS]
-    right[F.END] = right[S.TS_NS] + right[S.DUR_NS]
-    right[F.SRC] = right.index
-    left[F.IDX] = left.index
-    left = left.sort_values(F.START)
-    right = right.sort_values(F.START)
-    inner = pd.merge_asof(left, right[[*_KEYS, F.START, F.END, F.SRC]], on=F.START, by=_KEYS,
-                          direction="forward", suffixes=("", "_r"))
-    ok = inner[F.END + "_r"] <= inner[F.END]
-    found = inner.loc[ok].set_index(F.IDX)[F.SRC]
-    outer = pd.merge_asof(left, right[[*_KEYS, F.START, F.END, F.SRC]], on=F.START, by=_KEYS,
-                          direction="backward", suffixes=("", "_r"))
-    ok = outer[F.END + "_r"] >= outer[F.END]
-    found = found.combine_first(outer.loc[ok].set_index(F.IDX)[F.SRC])
-    return out.fillna(found.reindex(out.index))
+    lane = row_codes([comm[k].fillna(-1).astype(np.int64).to_numpy() for k in _KEYS])
+    start = comm[S.TS_NS].to_numpy(dtype=np.int64)
+    end = start + comm[S.DUR_NS].to_numpy(dtype=np.int64)
+    # the have rows by start (the order a merge_asof on them uses for ties), then by lane
+    have_at = have_at[np.argsort(start[have_at])]
+    have_at = have_at[np.argsort(lane[have_at], kind="stable")]
+    h_lane, l_lane, l_end = lane[have_at], lane[need_at], end[need_at]
+    # (lane, start) as one sortable integer
+    keys, _ = lane_time_keys(np.concatenate([h_lane, l_lane]),
+                             np.concatenate([start[have_at], start[need_at]]))
+    h_key, l_key = keys[:have_at.size], keys[have_at.size:]
+    # the first have row on the lane starting at or after the row (enclosed by it) ...
+    fwd = np.searchsorted(h_key, l_key, side="left")
+    inner = fwd < have_at.size
+    inner[inner] = h_lane[fwd[inner]] == l_lane[inner]
+    inner[inner] = end[have_at[fwd[inner]]] <= l_end[inner]
+    # ... else the last one starting at or before it (enclosing it)
+    bwd = np.searchsorted(h_key, l_key, side="right") - 1
+    outer = ~inner & (bwd >= 0)
+    outer[outer] = h_lane[bwd[outer]] == l_lane[outer]
+    outer[outer] = end[have_at[bwd[outer]]] >= l_end[outer]
+    src = np.full(need_at.size, -1, dtype=np.int64)
+    src[inner] = have_at[fwd[inner]]
+    src[outer] = have_at[bwd[outer]]
+    found = src >= 0
+    values = out.to_numpy(copy=True)
+    values[need_at[found]] = comm.index.to_numpy()[src[found]]
+    return pd.Series(values, index=comm.index)
 
 
 def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
@@ -57,12 +65,25 @@ def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
     src = nested_source(comm, need, have).dropna()
     if src.empty:
         return table
-    out = table.copy()
-    rows = src.index
+    out = table.copy(deep=False)  # the columns written below are replaced, not modified
+    at = table.index.get_indexer(src.index)
+    take = table.index.get_indexer(src.astype(np.int64).to_numpy())
     for col in columns:
-        out.loc[rows, col] = table.loc[src.astype(np.int64).to_numpy(), col].to_numpy()
+        out[col] = _written(table[col], at, table[col].to_numpy()[take])
     if reason_col is not None:
-        out.loc[rows, reason_col] = (
-            "nested with a decided event: "
-            + table.loc[src.astype(np.int64).to_numpy(), reason_col].astype(str)).to_numpy()
+        reasons = table[reason_col].to_numpy()[take]
+        out[reason_col] = _written(table[reason_col], at, np.array(
+            ["nested with a decided event: " + r if isinstance(r, str) else np.nan
+             for r in reasons], dtype=object))
     return out
+
+
+def _written(column: pd.Series, at: np.ndarray, values: np.ndarray) -> pd.Series:
+    """``column`` with ``values`` at positions ``at``."""
+    if column.dtype != object and not pd.api.types.is_string_dtype(column):
+        out = column.copy()
+        out.iloc[at] = values  # pandas' own casting rules for numbers
+        return out
+    arr = column.to_numpy(dtype=object, copy=True)  # text: an object array, no Arrow rebuild
+    arr[at] = values
+    return pd.Series(arr, index=column.index, dtype=object, copy=False)

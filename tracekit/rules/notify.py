@@ -30,12 +30,16 @@ TAKEN = (S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP, S.GR
 def prepared_targets(comm: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """For every row: ROW of the operation it prepares (rules with ``prepares``), else -1."""
     out = pd.Series(-1, index=comm.index, dtype=np.int64)
-    wants = np.array([r.prepares for r in rules.kernel_classes] + [()], dtype=object)
+    wanted = [tuple(r.prepares) for r in rules.kernel_classes] + [()]
     krule = comm[F.KRULE].to_numpy()
-    prep = pd.Series(wants[np.where(krule < 0, len(wants) - 1, krule)], index=comm.index)
-    is_prep = prep.map(len) > 0
+    which = np.where(krule < 0, len(wanted) - 1, krule)
+    is_prep = pd.Series(np.array([bool(w) for w in wanted])[which], index=comm.index)
     if not is_prep.any():
         return out
+    wants = np.empty(len(wanted), dtype=object)
+    for i, w in enumerate(wanted):
+        wants[i] = w
+    prep = pd.Series(wants[which], index=comm.index)
     ops = {o for p in prep[is_prep] for o in p}
     libs = set(comm.loc[is_prep, F.LIBRARY].dropna())
     target = (comm[F.INSTANCE].astype(bool) & comm[S.OP].isin(ops) & comm[F.LIBRARY].isin(libs)

@@ -24,7 +24,8 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.grouping import first_rows, row_codes
+from tracekit.rules.grouping import row_codes
+from tracekit.rules.keys import first_rows
 from tracekit.rules.model import PathLabelRule, RuleSet, When
 from tracekit.topology import Topology
 

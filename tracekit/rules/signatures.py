@@ -18,12 +18,12 @@ import pandas as pd
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import (
-    first_rows,
     per_value,
     position_in_group,
     row_codes,
     sequence_ids,
 )
+from tracekit.rules.keys import first_rows
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 

@@ -1,0 +1,103 @@
+"""Row keys in integer code space, for work that runs once per distinct combination.
+
+The engine decides many things once per distinct tuple of a few columns (evidence, call site,
+op) and spreads the answer back over the rows. Building a Python tuple per row for that costs
+more than the decision; these helpers factorize each column once and combine the codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def row_codes(columns: Sequence[Any]) -> np.ndarray:
+    """One code per row, equal where every column is equal (missing values equal each other),
+    numbered 0.. in order of first appearance. Values must be hashable."""
+    key: np.ndarray | None = None
+    span = 1  # key < span
+    for column in columns:
+        if not isinstance(column, pd.Series | np.ndarray):
+            column = objects(column)  # a list (of tuples, say): one element per row
+        codes, width = _codes(column)
+        if key is None:
+            key, span = codes, width
+            continue
+        if span * width >= _MAX_KEY:  # renumber before the product could overflow
+            key = pd.factorize(key)[0].astype(np.int64)
+            span = int(key.max()) + 1 if key.size else 1
+        key, span = key * width + codes, span * width
+    if key is None:
+        return np.zeros(0, dtype=np.int64)
+    return pd.factorize(key)[0].astype(np.int64)
+
+
+_MAX_KEY = 1 << 62
+
+
+def _codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes 0.. of one column (0: missing) and how many there can be."""
+    values = column.to_numpy() if isinstance(column, pd.Series) else column
+    if values.dtype.kind in "iu" and values.size:
+        low, high = int(values.min()), int(values.max())
+        if high - low < 4 * values.size:  # a dense range: the offset is the code, no hashing
+            return values.astype(np.int64) - (low - 1), high - low + 2
+    codes, uniques = pd.factorize(column)
+    return codes.astype(np.int64) + 1, len(uniques) + 1  # missing (-1) becomes 0
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """Position of the first row of each code of ``row_codes``."""
+    return np.unique(codes, return_index=True)[1]
+
+
+def objects(values: Sequence[Any], index: pd.Index | None = None) -> pd.Series:
+    """An object-dtype Series of ``values`` (pandas would infer its Arrow ``str`` dtype,
+    whose masked writes rebuild the array)."""
+    arr = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        arr[i] = v  # element by element: tuples stay elements, not rows of a 2-D array
+    return pd.Series(arr, index=index, dtype=object, copy=False)
+
+
+def spread(values: Sequence[Any], codes: np.ndarray, index: pd.Index) -> pd.Series:
+    """``values[code]`` for every row, as an object Series on ``index``."""
+    return pd.Series(objects(values).to_numpy()[codes], index=index, dtype=object, copy=False)
+
+
+def tuple_keys(lists: pd.Series) -> list[tuple[int, ...] | None]:
+    """Each list-like value (numpy array, list, tuple) as a tuple of ints; None where missing
+    or empty. Equal arrays share one tuple (a communicator's member list recurs on every row)."""
+    out: list[tuple[int, ...] | None] = []
+    memo: dict[tuple[str, bytes], tuple[int, ...]] = {}
+    for v in lists.to_numpy():
+        if v is None or isinstance(v, float) or not len(v):
+            out.append(None)
+        elif isinstance(v, np.ndarray):
+            raw = (v.dtype.str, v.tobytes())
+            key = memo.get(raw)
+            if key is None:
+                key = memo[raw] = tuple(v.tolist())
+            out.append(key)
+        else:
+            out.append(tuple(int(r) for r in v))
+    return out
+
+
+def lane_time_keys(lanes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int]:
+    """(lane, time) pairs as one integer that sorts by lane, then time, and the width of a
+    lane (``key // width`` is the lane). Times are offset from the earliest, or replaced by
+    their rank where lanes x time span would not fit in 62 bits."""
+    if not times.size:
+        return np.zeros(0, dtype=np.int64), 1
+    low = int(times.min())
+    width = int(times.max()) - low + 1
+    lanes = lanes.astype(np.int64)
+    if (int(lanes.max()) + 1) * width < _MAX_KEY:
+        return lanes * width + (times.astype(np.int64) - low), width
+    ranked = np.unique(times, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    width = int(ranked.max()) + 1
+    return lanes * width + ranked, width
