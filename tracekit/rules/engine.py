@@ -332,14 +332,9 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     src = at[ids[known].astype(np.int64)]
     borrowed = (first[F.GROUP_RULE] == "layer.signature").to_numpy()[src]
     for col in _VERDICT if borrowed.any() else ():
-        # in code space: each distinct string is converted once, rows copy references
-        codes, uniques = pd.factorize(comm[col])
-        lent_codes, lent_uniques = pd.factorize(first[col])
-        lent = lent_codes[src[borrowed]]
-        codes[known[borrowed]] = np.where(lent < 0, -1, lent + len(uniques))
-        table = np.concatenate([np.asarray(uniques, dtype=object),
-                                np.asarray(lent_uniques, dtype=object), [None]])
-        comm[col] = pd.Series(table[codes], index=comm.index, dtype=object)
+        values = comm[col].to_numpy(dtype=object, copy=True)  # object text: references
+        values[known[borrowed]] = first[col].to_numpy(dtype=object)[src[borrowed]]
+        comm[col] = pd.Series(values, index=comm.index, dtype=object)
     for col in _PER_LOGICAL:
         mine = first[col].to_numpy()[src]
         if col in (S.PATH, F.PATH_RULE):

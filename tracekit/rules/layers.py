@@ -53,7 +53,8 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     rank = rank[order]
     index = comm.index[at]
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
-    call, sites = pd.factorize(as_objects(comm[S.CALL_SITE])[at])
+    every_call, sites = pd.factorize(comm[S.CALL_SITE])
+    call = every_call[at]
     if "" in set(sites):  # no call site and an empty one are the same
         call[call < 0] = list(sites).index("")
     rule = comm[F.KRULE].to_numpy()[at]
