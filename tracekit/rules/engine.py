@@ -17,8 +17,6 @@ every row gets its kernel class.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -29,7 +27,7 @@ from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
-from tracekit.rules.grouping import grouped_tuples
+from tracekit.rules.grouping import as_objects, per_value, position_in_group, sequence_ids
 from tracekit.rules.groups import (
     attribute_groups,
     evidence_codes,
@@ -59,7 +57,7 @@ from tracekit.rules.paths import (
     rule_paths,
     slot_candidates,
 )
-from tracekit.rules.signatures import transfer
+from tracekit.rules.signatures import layer_codes, transfer
 from tracekit.rules.stacks import missing_call_sites, with_call_sites
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
@@ -214,9 +212,19 @@ def _from_wrappers(comm: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# the columns of the first unit of each logical collective that the layer steps read
+_FIRST_COLS = [S.RANK, F.ORDER_TS, S.LOGICAL_ID, F.LOGICAL_OP, S.GROUP, S.NAME, S.CALL_SITE,
+               S.PATH, F.PATH_RULE, S.STATUS, F.CANDIDATES, F.GROUP_RULE, F.GROUP_REASON]
+_VERDICT = (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON)
+_PER_LOGICAL = (S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP)
+Item = tuple[str | None, tuple[str, ...]]
+
+
 def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
                      topo: Topology | None) -> pd.DataFrame:
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
+    # call sites are long strings read by several steps: one object per distinct site
+    comm[S.CALL_SITE] = pd.Series(as_objects(comm[S.CALL_SITE]), index=comm.index, dtype=object)
     linked_targets = set(comm.loc[comm[F.LINK] >= 0, F.LINK].tolist())
     has_gloo = comm[F.LIBRARY].eq("gloo").groupby(comm[S.RANK]).transform("any")
     is_wrapper = comm[F.RUNS_AS].notna()
@@ -225,57 +233,44 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     # issue order: a kernel counts from its launch (streams overlap on the device)
     lane = comm[[c for c in (S.RANK, S.CORRELATION, S.KIND) if c in comm]]  # narrow copy
     comm[F.ORDER_TS] = host_times(frame, lane.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
-    ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP], _group_sizes(comm, topo))
+    members = comm[[S.RANK, S.GROUP, S.PG_RANKS]]  # what a group size is read from
+    ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],
+                           lambda labels: _sizes_once(members.loc[labels], topo))
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
-    comm[S.PATH] = None
-    comm[F.PATH_RULE] = None
-    comm = comm.drop(columns=[S.PATH, F.PATH_RULE]).join(rule_paths(comm, rules, topo))
+    for col, values in rule_paths(comm, rules, topo).items():
+        comm[col] = values
 
     # the units in issue order, then the first unit of each logical collective: ordered on
-    # the few columns that decide it, the wide frame is taken once
+    # the few columns that decide it, only the columns the layer steps read are taken
     units = comm.loc[comm[F.UNIT], [S.RANK, F.ORDER_TS, S.TS_NS, S.LOGICAL_ID]].sort_values(
         [S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
     unit_steps = steps(frame, units)
     lead = ~units[S.LOGICAL_ID].duplicated().to_numpy()
-    first = comm.loc[units.index[lead]].copy()
+    first = comm[_FIRST_COLS].take(comm.index.get_indexer(units.index[lead]))
     first[F.STEP] = unit_steps.to_numpy()[lead]
-    token_cols = first[[F.LOGICAL_OP, S.GROUP, S.NAME, S.CALL_SITE]].astype("object")
-    token_cols = token_cols.where(token_cols.notna(), None)  # NaN != NaN would break periods
-    first[F.TOKEN] = list(token_cols.itertuples(index=False, name=None))
-    first[F.SLOTS] = [
-        () if isinstance(p, str) else slot_candidates(rules, topo, o, g)
-        for o, g, p in zip(first[F.LOGICAL_OP], first[S.GROUP], first[S.PATH], strict=True)]
-    required = required_families(rules, topo, set(comm[S.PATH].dropna()))
-
-    items = _sequence(first)
-    fitting: dict[tuple[tuple[str | None, tuple[str, ...]], ...], bool] = {}
+    # equal (op, group, name, call site) tokens, equal codes (missing values alike)
+    first[F.TOKEN] = row_codes([first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
+                                first[S.CALL_SITE]])
+    item_codes, items = _items(first, rules, topo)
+    required = required_families(rules, topo, set(comm[S.PATH].dropna().unique().tolist()))
+    fitting: dict[bytes, bool] = {}
 
     def fits(positions: np.ndarray) -> bool:
         # a period must hold whole layers without slots the topology does not expect
-        seq = tuple(items[i] for i in positions.tolist())
-        if seq not in fitting:
-            fitting[seq] = place(rules, seq, topo, required, allow_unexpected=False) is not None
-        return fitting[seq]
+        key = item_codes[positions].tobytes()
+        if key not in fitting:
+            seq = [items[c] for c in item_codes[positions].tolist()]
+            fitting[key] = place(rules, seq, topo, required, allow_unexpected=False) is not None
+        return fitting[key]
 
     layer = marker_layers(frame, first, rules)
     hint = topo.config.layers if topo is not None else None
-    layer = layer.fillna(periodic_layers(first, hint, fits))
+    layer = layer.fillna(periodic_layers(first, hint, fits, item_codes))
     first[S.LAYER] = layer
-    first = transfer(_place_paths(rules, first, topo, required), rules)
+    first = transfer(_place_paths(rules, first, topo, required, item_codes, items), rules)
     first[S.LAYER] = _only_model_layers(first, rules)
-    per_logical = first.set_index(S.LOGICAL_ID)
-    known = comm[S.LOGICAL_ID].notna()
-    borrowed = per_logical.loc[(per_logical[F.GROUP_RULE] == "layer.signature").to_numpy(),
-                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON]]
-    take = known & comm[S.LOGICAL_ID].isin(borrowed.index)
-    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if take.any() else ():
-        comm.loc[take, col] = comm.loc[take, S.LOGICAL_ID].map(borrowed[col])
-    for col in (S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP):
-        values = comm.loc[known, S.LOGICAL_ID].map(per_logical[col])
-        if col in (S.PATH, F.PATH_RULE):
-            values = values.where(values.notna(), comm.loc[known, col])
-        comm.loc[known, col] = values
+    comm = _from_first(comm, first)
     # gloo annotations take the order facts of their c10d op
     linked = comm[comm[F.LINK] >= 0]
     target = by_row.reindex(linked[F.LINK]).to_numpy()
@@ -284,7 +279,76 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
     comm = take_prepared(comm)
     comm = _fill_wrappers(comm)
-    comm[S.PHASE] = comm[S.PATH].map(rules.phase_of)
+    comm[S.PHASE] = pd.Series(per_value(comm[S.PATH], rules.phase_of), index=comm.index,
+                              dtype=object)
+    return comm
+
+
+def _sizes_once(members: pd.DataFrame, topo: Topology | None) -> pd.Series:
+    """``_group_sizes`` of ``members``; a row without pg_ranks of its own has the size of its
+    (rank, group), so one row of each such pair is looked up."""
+    plain = members[S.PG_RANKS].isna().to_numpy()
+    out = np.full(len(members), np.nan)
+    if (~plain).any():
+        out[~plain] = _group_sizes(members[~plain], topo).to_numpy(dtype=float)
+    if plain.any():
+        rows = members[plain]
+        codes = row_codes([rows[S.RANK], rows[S.GROUP]])
+        out[plain] = _group_sizes(rows.iloc[first_rows(codes)], topo).to_numpy(
+            dtype=float)[codes]
+    return pd.Series(out, index=members.index)
+
+
+def _items(first: pd.DataFrame, rules: RuleSet,
+           topo: Topology | None) -> tuple[np.ndarray, list[Item]]:
+    """Per row of ``first``, a code of its (known path, slot candidates) item, and the items
+    by code: slots are looked up once per distinct (op, group), not per row."""
+    pair = row_codes([first[F.LOGICAL_OP], first[S.GROUP]])
+    reps = first.iloc[first_rows(pair)]
+    slots: list[tuple[str, ...]] = [
+        slot_candidates(rules, topo, None if pd.isna(o) else o, None if pd.isna(g) else g)
+        for o, g in zip(reps[F.LOGICAL_OP].tolist(), reps[S.GROUP].astype("object").tolist(),
+                        strict=True)]
+    known = first[S.PATH].notna().to_numpy()
+    slot_code = np.where(known, len(slots), pair)  # a known path has no open slot
+    slots.append(())
+    codes = row_codes([first[S.PATH], slot_code])
+    reps_at = first_rows(codes)
+    paths = first[S.PATH].to_numpy(dtype=object)[reps_at]
+    items: list[Item] = [(p if isinstance(p, str) else None, slots[c])
+                         for p, c in zip(paths.tolist(), slot_code[reps_at].tolist(),
+                                         strict=True)]
+    return codes, items
+
+
+def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
+    """Every row of a logical collective takes the layer facts of its first unit (and the
+    group that a layer signature lent it); a row without a path rule result keeps its own."""
+    ids = comm[S.LOGICAL_ID].to_numpy(dtype=float)
+    known = np.flatnonzero(~np.isnan(ids))
+    first_ids = first[S.LOGICAL_ID].to_numpy(dtype=np.int64)
+    at = np.full(int(first_ids.max()) + 1 if len(first_ids) else 0, -1, dtype=np.int64)
+    at[first_ids] = np.arange(len(first_ids))
+    src = at[ids[known].astype(np.int64)]
+    borrowed = (first[F.GROUP_RULE] == "layer.signature").to_numpy()[src]
+    for col in _VERDICT if borrowed.any() else ():
+        values = comm[col].to_numpy(dtype=object, copy=True)  # object text: references
+        values[known[borrowed]] = first[col].to_numpy(dtype=object)[src[borrowed]]
+        comm[col] = pd.Series(values, index=comm.index, dtype=object)
+    for col in _PER_LOGICAL:
+        mine = first[col].to_numpy()[src]
+        if col in (S.PATH, F.PATH_RULE):
+            own = comm[col].to_numpy(dtype=object)
+            mine = mine.astype(object)
+            missing = pd.isna(mine)
+            mine[missing] = own[known[missing]]
+            values = own.copy()
+        elif mine.dtype.kind == "f":
+            values = np.full(len(comm), np.nan)
+        else:
+            values = np.full(len(comm), None, dtype=object)
+        values[known] = mine
+        comm[col] = pd.Series(values, index=comm.index, dtype=values.dtype)
     return comm
 
 
@@ -298,62 +362,77 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
                      [S.RANK, S.EXTERNAL_ID, *_ORDER_FACTS]]
     if not units.empty:
         by_ext = units.drop_duplicates([S.RANK, S.EXTERNAL_ID]).set_index([S.RANK, S.EXTERNAL_ID])
-        need = comm[comm[S.LOGICAL_ID].isna() & comm[S.EXTERNAL_ID].notna()]
+        need = comm.loc[comm[S.LOGICAL_ID].isna() & comm[S.EXTERNAL_ID].notna(),
+                        [S.RANK, S.EXTERNAL_ID]]
         keys = pd.MultiIndex.from_frame(need[[S.RANK, S.EXTERNAL_ID]])
         for col in _ORDER_FACTS:
             comm.loc[need.index, col] = by_ext[col].reindex(keys).to_numpy()
-    return fill_from_nested(comm, comm, S.LOGICAL_ID, _ORDER_FACTS)
+    # nesting is found on the thread and time columns alone, on the threads that have a row
+    # to fill (rows nest only with rows of their own thread): the wide frame is not copied
+    thread = row_codes([comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)])
+    open_threads = np.unique(thread[comm[S.LOGICAL_ID].isna().to_numpy()])
+    on = np.isin(thread, open_threads)
+    if not on.any():
+        return comm
+    narrow = comm.loc[on, [S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]]
+    filled = fill_from_nested(narrow, narrow, S.LOGICAL_ID, _ORDER_FACTS)
+    if filled is not narrow:
+        for col in _ORDER_FACTS:
+            comm.loc[on, col] = filled[col]
+    return comm
 
 
 def _only_model_layers(first: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """Keep a layer index only where the layer holds a decoder-layer path (not other)."""
-    in_layer = first[S.PATH].map(
-        lambda p: (rules.phase_of(p) or S.Phase.OTHER) != S.Phase.OTHER)
+    in_layer = pd.Series(per_value(
+        first[S.PATH], lambda p: (rules.phase_of(p) or S.Phase.OTHER) != S.Phase.OTHER),
+        index=first.index, dtype=bool)
     keys = [first[S.RANK], first[F.STEP].fillna(-1), first[S.LAYER]]
     keep = in_layer.groupby(keys, dropna=False).transform("any")
     return first[S.LAYER].where(keep.astype(bool))
 
 
-def _sequence(rows: pd.DataFrame) -> list[tuple[str | None, tuple[str, ...]]]:
-    paths = [p if isinstance(p, str) else None for p in rows[S.PATH]]
-    return list(zip(paths, rows[F.SLOTS], strict=True))
-
-
 def _place_paths(rules: RuleSet, first: pd.DataFrame, topo: Topology | None,
-                 required: Families) -> pd.DataFrame:
+                 required: Families, item_codes: np.ndarray, items: list[Item]) -> pd.DataFrame:
     """Place open slots layer by layer; layers with the same sequence are solved once."""
-    first = first.copy()
     first[F.PATH_REASON] = None
-    keyed = first[first[S.LAYER].notna()]
-    if keyed.empty:
+    keyed = np.flatnonzero(first[S.LAYER].notna().to_numpy())
+    if not len(keyed):
         return first
-    seq_items = pd.Series(_sequence(keyed), index=keyed.index)
-    layer_key = pd.Series(pd.factorize(pd.MultiIndex.from_arrays(
-        [keyed[S.RANK], keyed[F.STEP].fillna(-1), keyed[S.LAYER]]))[0], index=keyed.index)
-    sequences = grouped_tuples(seq_items, layer_key)
-    solved: dict[tuple[tuple[str | None, tuple[str, ...]], ...], Placement | None] = {}
-    for seq in set(sequences):
+    layer_key = layer_codes(first.iloc[keyed])
+    seq_of_layer, sequences = sequence_ids(item_codes[keyed], layer_key)
+    # per distinct sequence with an open slot: (path, reason) of each of its positions
+    outcomes: dict[int, list[tuple[str | None, str | None]]] = {}
+    for sid, codes in enumerate(sequences):
+        seq = [items[c] for c in codes.tolist()]
         if any(p is None and c for p, c in seq):
-            solved[seq] = (place(rules, seq, topo, required)
-                          or place(rules, seq, topo, allow_unexpected=False))
-    if not solved:
+            placed = (place(rules, seq, topo, required)
+                      or place(rules, seq, topo, allow_unexpected=False))
+            outcomes[sid] = [_slot_outcome(placed, pos, item) for pos, item in enumerate(seq)]
+    if not outcomes:
         return first
-    position = keyed.groupby(layer_key).cumcount()
-    seqs = layer_key.map(sequences)
-    outcome = [_slot_outcome(solved.get(seq), pos, seq[pos])
-               for seq, pos in zip(seqs, position, strict=True)]
-    paths = pd.Series([o[0] for o in outcome], index=keyed.index, dtype=object)
-    reasons = pd.Series([o[1] for o in outcome], index=keyed.index, dtype=object)
-    placed = paths.notna()
-    first.loc[paths.index[placed], S.PATH] = paths[placed]
-    first.loc[paths.index[placed], F.PATH_RULE] = "position.in_layer"
-    noted = reasons.notna()
-    first.loc[reasons.index[noted], F.PATH_REASON] = reasons[noted]
+    sid_of_row = seq_of_layer[layer_key]
+    position = position_in_group(layer_key)
+    paths = np.full(len(keyed), None, dtype=object)
+    reasons = np.full(len(keyed), None, dtype=object)
+    for sid, outcome in outcomes.items():
+        rows = np.flatnonzero(sid_of_row == sid)
+        table = np.empty((len(outcome), 2), dtype=object)
+        table[:] = outcome
+        paths[rows] = table[position[rows], 0]
+        reasons[rows] = table[position[rows], 1]
+    placed_at = pd.notna(paths)
+    noted_at = pd.notna(reasons)
+    for col, at, values in ((S.PATH, placed_at, paths), (F.PATH_RULE, placed_at, None),
+                            (F.PATH_REASON, noted_at, reasons)):
+        column = first[col].to_numpy(dtype=object, copy=True)
+        column[keyed[at]] = "position.in_layer" if values is None else values[at]
+        first[col] = pd.Series(column, index=first.index, dtype=object)
     return first
 
 
 def _slot_outcome(placed: Placement | None, pos: int,
-                  item: tuple[str | None, tuple[str, ...]]) -> tuple[str | None, str | None]:
+                  item: Item) -> tuple[str | None, str | None]:
     """(placed path, reason) of one position of a solved layer."""
     if placed is None:
         return None, None
@@ -370,51 +449,106 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
               rules: RuleSet) -> pa.Table:
     n = events.num_rows
     rows = comm[F.ROW].to_numpy()
-
-    def full(values: Any, dtype: Any = object) -> np.ndarray:
-        out = np.full(n, None, dtype=object) if dtype is object else np.zeros(n, dtype=dtype)
-        out[rows] = values
-        return out
-
-    rule_ids = np.array([r.id for r in rules.kernel_classes] + [None], dtype=object)
-    krid = rule_ids[np.where(krule < 0, len(rule_ids) - 1, krule)]
-    group_rule = comm[F.GROUP_RULE].astype("object")
-    path_rule = comm[F.PATH_RULE].astype("object")
-    combined = group_rule.where(path_rule.isna(), group_rule.fillna("").str.cat(path_rule, sep="+"))
-    combined = combined.str.strip("+").replace("", None).to_numpy()
-    rule_id = krid.copy()
-    rule_id[rows] = pd.Series(combined, dtype="object").fillna(
-        pd.Series(krid[rows], dtype="object")).to_numpy()
-    greason = comm[F.GROUP_REASON].astype("object")
-    preason = comm[F.PATH_REASON].astype("object")
-    reason = greason.where(preason.isna(), greason.fillna("").str.cat(preason, sep="; "))
-    reason = reason.str.strip("; ").replace("", None)
-    role = rule_column(krule, rules, "role").to_numpy()
-    op = np.array(to_pandas(events, [S.OP])[S.OP].astype("object"), dtype=object)
-    op[rows] = comm[S.OP].to_numpy()
-    layer = full(comm[S.LAYER].to_numpy())
-    logical = full(comm[S.LOGICAL_ID].to_numpy())
+    kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
+    joined, joined_by = _joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+")
+    # a row's own group/path rule, else its kernel rule's id
+    rule_table = np.concatenate([joined_by, [r.id for r in rules.kernel_classes], [None]])
+    rule_index = kernel_rule + len(joined_by)
+    rule_index[rows] = np.where(pd.isna(joined_by[joined]), rule_index[rows], joined)
+    rule_id = _dictionary(rule_index, rule_table)
+    roles = np.array([r.role for r in rules.kernel_classes] + [None], dtype=object)
+    # EVENTS' op, the engine's where it decided one: both in code space
+    given = events.column(S.OP)
+    given = pc.dictionary_encode((given.cast(given.type.value_type)
+                                  if pa.types.is_dictionary(given.type) else given)
+                                 .combine_chunks())
+    op_codes, op_values = _factorized(comm[S.OP])
+    op_index = np.asarray(given.indices.fill_null(-1).to_numpy(zero_copy_only=False),
+                          dtype=np.int64) + len(op_values)
+    op_index[op_index < len(op_values)] = -1
+    op_index[rows] = op_codes
+    op = _dictionary(op_index, np.concatenate(
+        [op_values, np.asarray(given.dictionary.to_pylist(), dtype=object)]))
+    logical = np.full(n, np.nan)
+    logical[rows] = comm[S.LOGICAL_ID].to_numpy(dtype=float)
+    layer = np.full(n, np.nan)
+    layer[rows] = comm[S.LAYER].to_numpy(dtype=float)
     instance = np.zeros(n, dtype=bool)
     instance[rows] = comm[F.INSTANCE].astype(bool).to_numpy()
-    table = events.set_column(events.schema.get_field_index(S.OP), S.OP,
-                              pa.array(op, pa.string(), from_pandas=True).dictionary_encode())
+    table = events.set_column(events.schema.get_field_index(S.OP), S.OP, op)
     if S.CALL_SITE in table.column_names:
         table = table.set_column(
             table.schema.get_field_index(S.CALL_SITE), S.CALL_SITE,
             with_call_sites(table.column(S.CALL_SITE), rows, comm[S.CALL_SITE]))
     extra = {
-        S.KERNEL_CLASS: pa.array(cls.to_numpy(), pa.string(), from_pandas=True),
-        S.KERNEL_ROLE: pa.array(role, pa.string(), from_pandas=True),
-        S.GROUP: pa.array(full(comm[S.GROUP].to_numpy()), pa.string(), from_pandas=True),
-        S.PATH: pa.array(full(comm[S.PATH].to_numpy()), pa.string(), from_pandas=True),
-        S.PHASE: pa.array(full(comm[S.PHASE].to_numpy()), pa.string(), from_pandas=True),
-        S.LAYER: pa.array(pd.array(pd.to_numeric(pd.Series(layer)), dtype="Int32")),
-        S.LOGICAL_ID: pa.array(pd.array(pd.to_numeric(pd.Series(logical)), dtype="Int64")),
+        S.KERNEL_CLASS: _dictionary(*_factorized(cls)),
+        S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
+        S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
+        S.PATH: _dictionary(*_at_rows(*_factorized(comm[S.PATH]), rows, n)),
+        S.PHASE: _dictionary(*_at_rows(*_factorized(comm[S.PHASE]), rows, n)),
+        S.LAYER: pa.array(layer, from_pandas=True).cast(pa.int32()),
+        S.LOGICAL_ID: pa.array(logical, from_pandas=True).cast(pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
-        S.RULE_ID: pa.array(rule_id, pa.string(), from_pandas=True),
-        S.STATUS: pa.array(full(comm[S.STATUS].to_numpy()), pa.string(), from_pandas=True),
-        S.REASON: pa.array(full(reason.to_numpy()), pa.string(), from_pandas=True),
+        S.RULE_ID: rule_id,
+        S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n)),
+        S.REASON: _spread(*_joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; "), rows, n),
     }
     for name, arr in extra.items():
         table = table.append_column(name, arr)
     return S.conform(table, S.ATTRIBUTED)
+
+
+def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, -1 where missing; the distinct values by code)."""
+    codes, uniques = pd.factorize(values)
+    return codes, np.asarray(uniques, dtype=object)
+
+
+def _at_rows(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray,
+             n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row of the whole table, -1 outside ``rows``; the values by code)."""
+    index = np.full(n, -1, dtype=np.int64)
+    index[rows] = codes
+    return index, uniques
+
+
+def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
+    """Rows holding ``table[index]`` (null where the index is -1 or the value missing),
+    encoded as Arrow's dictionary_encode encodes: distinct values in order of first
+    appearance, int32 indices."""
+    value_of, values = pd.factorize(table)
+    value_of = np.append(value_of, -1)  # index -1: no value
+    codes = value_of[index]
+    valid = codes >= 0
+    order, firsts = pd.factorize(codes[valid])
+    indices = np.zeros(len(index), dtype=np.int32)
+    indices[valid] = order
+    dictionary = pa.array(np.asarray(values, dtype=object)[firsts], pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=~valid), dictionary)
+
+
+def _spread(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray, n: int) -> pa.Array:
+    """A string column of ``n`` rows holding ``uniques[codes]`` at ``rows`` (null where the
+    code is -1 or the value None, and outside ``rows``): each distinct value is converted
+    once and taken by code."""
+    index = np.full(n, -1, dtype=np.int32)
+    index[rows] = codes
+    dictionary = pa.array(uniques, pa.string(), from_pandas=True)
+    return pa.DictionaryArray.from_arrays(pa.array(index, mask=index < 0),
+                                          dictionary).cast(pa.string())
+
+
+def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:
+    """``first`` and ``second`` joined by ``sep`` where ``second`` is set (``first`` alone
+    elsewhere), ``sep`` characters stripped from both ends, None where nothing is left; as
+    (code per row, value by code), computed once per distinct pair."""
+    codes = row_codes([first, second])
+    at = first_rows(codes)
+    out = np.empty(len(at), dtype=object)
+    pairs = zip(first.to_numpy(dtype=object)[at].tolist(),
+                second.to_numpy(dtype=object)[at].tolist(), strict=True)
+    for i, (a, b) in enumerate(pairs):
+        a = None if pd.isna(a) else str(a)
+        joined = a if pd.isna(b) else (a or "") + sep + str(b)
+        out[i] = None if joined is None else (joined.strip(sep) or None)
+    return codes, out

@@ -22,6 +22,13 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.grouping import (
+    as_objects,
+    group_order,
+    position_in_group,
+    row_codes,
+    sequence_ids,
+)
 from tracekit.rules.model import RuleSet
 
 STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
@@ -29,41 +36,51 @@ NOT_IN_LAYER = (S.Op.BARRIER, S.Op.SEND, S.Op.RECV, S.Op.SEND_RECV)
 
 
 def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
-                group_size: pd.Series) -> tuple[pd.Series, pd.Series]:
+                group_size: Callable[[pd.Index], pd.Series]) -> tuple[pd.Series, pd.Series]:
     """(logical id, logical op) for unit rows; linked instances are filled by the caller.
 
     A run of grouped units forms one v-collective only when nothing says they are separate
     calls: no process-group metadata of their own (c10d-issued NCCL kernels carry it, pynccl's
     grouped kernels do not), a call site for CPU ops, and as many ops as the group has ranks
-    (one per root) when the group size is known.
+    (one per root) when the group size is known: ``group_size(labels)`` gives it for those
+    rows of ``comm``, in their order (NaN where unknown).
     """
-    cols = [S.RANK, F.ORDER_TS, S.TS_NS, S.TID, S.CALL_SITE, F.KRULE, S.PG_NAME, S.PG_DESC,
-            S.KIND, F.ROW, S.OP]  # only what is read: the frame is wide
-    units = comm.loc[comm[F.UNIT], cols].sort_values([S.RANK, F.ORDER_TS, S.TS_NS],
-                                                      kind="stable")
-    thread = units[S.TID].fillna(-1).astype(np.int64)
-    call = units[S.CALL_SITE].astype("object").fillna("")
-    rule = units[F.KRULE]
-    own_meta = units[S.PG_NAME].notna() | units[S.PG_DESC].notna()
-    located = (units[S.KIND].astype("object") == S.Kind.KERNEL) | units[S.CALL_SITE].notna()
-    is_grouped = grouped.reindex(units.index).fillna(False).astype(bool) & ~own_meta & located
-    same = (
-        is_grouped
-        & is_grouped.shift(1, fill_value=False)
-        & (units[S.RANK] == units[S.RANK].shift(1))
-        & (thread == thread.shift(1))
-        & (rule == rule.shift(1))
-        & (call == call.shift(1))
-    )
-    ids = (~same).cumsum().astype(np.int64) - 1
-    size = ids.map(ids.value_counts())
-    want = group_size.reindex(units.index)
-    whole = (size > 1) & (want.isna() | (size == want))
+    at = np.flatnonzero(comm[F.UNIT].to_numpy(dtype=bool))
+    rank = comm[S.RANK].to_numpy()[at]
+    # issue order, stable like sort_values: rank, then order time, then start
+    order = np.lexsort((comm[S.TS_NS].to_numpy()[at], comm[F.ORDER_TS].to_numpy()[at], rank))
+    at = at[order]
+    rank = rank[order]
+    index = comm.index[at]
+    thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
+    every_call, sites = pd.factorize(comm[S.CALL_SITE])
+    call = every_call[at]
+    if "" in set(sites):  # no call site and an empty one are the same
+        call[call < 0] = list(sites).index("")
+    rule = comm[F.KRULE].to_numpy()[at]
+    own_meta = (comm[S.PG_NAME].notna() | comm[S.PG_DESC].notna()).to_numpy()[at]
+    located = ((comm[S.KIND] == S.Kind.KERNEL) | comm[S.CALL_SITE].notna()).to_numpy()[at]
+    flag = grouped.to_numpy(dtype=object)[at]
+    is_grouped = pd.notna(flag) & flag.astype(bool) & ~own_meta & located
+    same = np.zeros(len(at), dtype=bool)
+    same[1:] = (is_grouped[1:] & is_grouped[:-1] & (rank[1:] == rank[:-1])
+                & (thread[1:] == thread[:-1]) & (rule[1:] == rule[:-1])
+                & (call[1:] == call[:-1]))
+    ids = np.cumsum(~same) - 1
+    size = np.bincount(ids)[ids] if len(ids) else ids
+    # the group size is looked up only for the rows of runs (it costs a pass per row)
+    want = np.full(len(at), np.nan)
+    multi = size > 1
+    if multi.any():
+        want[multi] = group_size(comm.index[at[multi]]).to_numpy(dtype=float)
+    whole = (size > 1) & (np.isnan(want) | (size == want))
     # a run that is not one v-collective is split back into single collectives
-    ids = ids.where(whole | (size == 1), -(units[F.ROW] + 1))
-    ids = pd.Series(pd.factorize(ids)[0], index=units.index).astype(np.int64)
-    gop = grouped_op.reindex(units.index)
-    lop = units[S.OP].astype("object").where(~(whole & gop.notna()), gop)
+    rows = comm[F.ROW].to_numpy(dtype=np.int64)[at]
+    ids = np.where(whole | (size == 1), ids, -(rows + 1))
+    ids = pd.Series(pd.factorize(ids)[0].astype(np.int64), index=index)
+    gop = as_objects(grouped_op)[at]
+    ops = as_objects(comm[S.OP])[at]
+    lop = pd.Series(np.where(whole & pd.notna(gop), gop, ops), index=index, dtype=object)
     return ids.reindex(comm.index), lop.reindex(comm.index)
 
 
@@ -93,7 +110,7 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     if S.CORRELATION not in events or S.CORRELATION not in units:
         return out
     # only the columns read below are filtered (the frames are wide)
-    runtime = events.loc[((events[S.KIND].astype("object") == S.Kind.RUNTIME)
+    runtime = events.loc[((events[S.KIND] == S.Kind.RUNTIME)
                           & events[S.CORRELATION].notna()).to_numpy(),
                          [S.RANK, S.CORRELATION, S.TS_NS]]
     if runtime.empty:
@@ -101,7 +118,7 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     launch = runtime.drop_duplicates([S.RANK, S.CORRELATION]).set_index(
         [S.RANK, S.CORRELATION])[S.TS_NS]
     device = units.loc[(units[S.CORRELATION].notna()
-                        & (units[S.KIND].astype("object") == S.Kind.KERNEL)).to_numpy(),
+                        & (units[S.KIND] == S.Kind.KERNEL)).to_numpy(),
                        [S.RANK, S.CORRELATION]]
     keys = pd.MultiIndex.from_frame(device[[S.RANK, S.CORRELATION]])
     found = pd.Series(launch.reindex(keys).to_numpy(), index=device.index).reindex(out.index)
@@ -110,9 +127,9 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
 
 def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     """Step index of each unit (NaN outside every step marker)."""
-    annotations = events.loc[(events[S.KIND].astype("object") == S.Kind.ANNOTATION).to_numpy(),
+    annotations = events.loc[(events[S.KIND] == S.Kind.ANNOTATION).to_numpy(),
                              [S.RANK, S.TS_NS, S.DUR_NS, S.NAME]]
-    names = annotations[S.NAME].astype("object").fillna("").astype(str)
+    names = annotations[S.NAME].fillna("").astype(str)
     codes, distinct = pd.factorize(names)
     hits = pd.Series(distinct).str.contains(STEP_MARKER).to_numpy(dtype=bool)
     mask = hits[codes] if len(codes) else np.zeros(0, dtype=bool)
@@ -131,10 +148,10 @@ def _extract_layer(names: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
 def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """Layer index from layer-marker annotations (NaN where none encloses the unit)."""
     out = pd.Series(np.nan, index=units.index)
-    kinds = events[S.KIND].astype("object")
     for marker in rules.layer_markers:
-        sel = kinds.isin(marker.kinds) if marker.kinds else pd.Series(True, index=events.index)
-        names = events.loc[sel, S.NAME].astype("object").fillna("").astype(str)
+        sel = (events[S.KIND].isin(marker.kinds) if marker.kinds
+               else pd.Series(True, index=events.index))
+        names = events.loc[sel, S.NAME].fillna("").astype(str)
         found = _extract_layer(names, re.compile(marker.match))
         if found.empty:
             continue
@@ -150,19 +167,18 @@ def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> 
     return out
 
 
-def smallest_period(tokens: list[object], prefer: int | None = None,
+def smallest_period(tokens: np.ndarray, prefer: int | None = None,
                     fits: Callable[[int, int], bool] | None = None) -> int:
     """Smallest p dividing len(tokens) with tokens[i] == tokens[i + p] and ``fits(0, p)``
     true for the first layer (a layer must hold a whole decoder layer's steps); the smallest
-    period when no period fits."""
+    period when no period fits. ``tokens``: integer codes (equal tokens, equal codes)."""
     n = len(tokens)
     if n == 0:
         return 0
-    candidates = list(range(1, n + 1))
-    if prefer and n % prefer == 0:
-        candidates.insert(0, n // prefer)
-    periodic = [p for p in candidates
-                if n % p == 0 and all(tokens[i] == tokens[i + p] for i in range(n - p))]
+    divisors = [p for p in range(1, n + 1) if n % p == 0]
+    candidates = [n // prefer, *divisors] if prefer and n % prefer == 0 else divisors
+    values = tokens.tolist()  # short sequences: list slices compare fastest
+    periodic = [p for p in candidates if values[:n - p] == values[p:]]
     for p in periodic:
         if fits is None or fits(0, p):
             return p
@@ -171,24 +187,39 @@ def smallest_period(tokens: list[object], prefer: int | None = None,
 
 
 def periodic_layers(logical: pd.DataFrame, layers_hint: int | None,
-                    fits: Callable[[np.ndarray], bool] | None = None) -> pd.Series:
+                    fits: Callable[[np.ndarray], bool] | None = None,
+                    fit_codes: np.ndarray | None = None) -> pd.Series:
     """Layer of each logical collective from the repetition of its (rank, step) sequence.
 
     ``logical`` has one row per logical collective (first unit), ordered, with STEP and
-    TOKEN. Collectives outside layers (barriers, p2p) get NaN. ``fits(positions)`` says
-    whether the rows at those positions of ``logical`` can be one decoder layer.
+    TOKEN (an integer code of the collective's (op, group, name, call site)). Collectives
+    outside layers (barriers, p2p) get NaN. ``fits(positions)`` says whether the rows at
+    those positions of ``logical`` can be one decoder layer; when it depends only on
+    ``fit_codes`` of those rows, (rank, step) sequences with the same tokens and codes are
+    split once.
     """
     out = np.full(len(logical), np.nan)
     inside_mask = ~logical[F.LOGICAL_OP].isin(NOT_IN_LAYER).to_numpy()
-    inside = logical[inside_mask]
     positions = np.flatnonzero(inside_mask)
-    tokens_all = inside[F.TOKEN].tolist()
-    groups = inside.groupby([S.RANK, inside[F.STEP].fillna(-1)], sort=False).indices
-    for idx in groups.values():
+    if not len(positions):
+        return pd.Series(out, index=logical.index)
+    tokens = logical[F.TOKEN].to_numpy(dtype=np.int64)[positions]
+    keys = row_codes(logical[S.RANK].to_numpy()[positions],
+                     logical[F.STEP].fillna(-1).to_numpy()[positions])
+    if fits is None:
+        alike = tokens
+    elif fit_codes is None:
+        alike = np.arange(len(positions))  # every sequence its own
+    else:
+        alike = row_codes(tokens, np.asarray(fit_codes)[positions])
+    seq_of_group, _ = sequence_ids(alike, keys)
+    order, bounds = group_order(keys)
+    _, solved_by = np.unique(seq_of_group, return_index=True)
+    period = np.zeros(len(solved_by), dtype=np.int64)
+    for sid, group in enumerate(solved_by.tolist()):
+        idx = order[bounds[group]:bounds[group + 1]]
         rows = positions[idx]
-        tokens = [tokens_all[i] for i in idx]
         check = None if fits is None else (lambda a, b, rows=rows: fits(rows[a:b]))
-        p = smallest_period(tokens, layers_hint, check)
-        if p:
-            out[rows] = np.arange(len(rows)) // p
+        period[sid] = smallest_period(tokens[idx], layers_hint, check)
+    out[positions] = position_in_group(keys) // period[seq_of_group[keys]]
     return pd.Series(out, index=logical.index)

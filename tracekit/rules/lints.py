@@ -27,6 +27,8 @@ import pyarrow as pa
 from tracekit import model
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.grouping import row_codes
+from tracekit.rules.keys import first_rows
 from tracekit.rules.model import FrozenMap, LintRule, RuleSet
 from tracekit.topology import Topology
 
@@ -234,18 +236,7 @@ def participants(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topol
     if units.empty:
         return []
     loaded = set(run.ranks) or set(units[S.RANK])
-
-    def communicator(rank: int, group: str, ranks: Any) -> tuple[int, ...] | None:
-        if ranks is not None and len(ranks):
-            return tuple(sorted(int(r) for r in ranks))
-        if topo is not None:
-            m = topo.group_of(int(rank), group)
-            return tuple(sorted(m)) if m else None
-        return None
-
-    units = units.assign(**{F.MEMBERS_KEY: [
-        communicator(r, g, p) for r, g, p in zip(units[S.RANK], units[S.GROUP], units[S.PG_RANKS],
-                                                strict=True)]})
+    units = units.assign(**{F.MEMBERS_KEY: _communicators(units, topo)})
     units = units[units[F.MEMBERS_KEY].notna()]
     order = units.groupby([S.RANK, S.GROUP, F.MEMBERS_KEY]).cumcount()
     units = units.assign(**{F.K_IN_GROUP: order})
@@ -254,18 +245,54 @@ def participants(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topol
         want = set(members) & loaded
         if len(want) < 2:
             continue
-        seen = part.groupby(F.K_IN_GROUP)[S.RANK].agg(lambda s: tuple(sorted(set(s))))
-        bad = seen[[set(s) != want for s in seen]]
-        if bad.empty:
+        k_of = part[F.K_IN_GROUP].to_numpy(dtype=np.int64)
+        ranks = part[S.RANK].to_numpy(dtype=np.int64)
+        # per k: its distinct ranks must be exactly ``want``
+        pairs = np.unique(np.stack([k_of, ranks], axis=1), axis=0)
+        ks, start = np.unique(pairs[:, 0], return_index=True)
+        inside = np.isin(pairs[:, 1], list(want))
+        n_in = np.add.reduceat(inside.astype(np.int64), start)
+        n_out = np.add.reduceat((~inside).astype(np.int64), start)
+        bad = ks[(n_out > 0) | (n_in != len(want))]
+        if not len(bad):
             continue
-        k = int(bad.index[0])
+        k = int(bad[0])
+        observed = sorted(set(pairs[pairs[:, 0] == k, 1].tolist()))
         ops = part.loc[part[F.K_IN_GROUP] == k, F.LOGICAL_OP].astype(str).unique().tolist()
-        evidence = (f"{len(bad)} of {len(seen)} {group} collectives on {list(members)} have "
-                    f"other participants; first #{k}: ranks {list(bad.iloc[0])}")
-        out.append(_finding(rule, None, list(bad.iloc[0]), str(group), None, evidence,
-                            index=k, op="/".join(ops), observed=list(bad.iloc[0]),
+        evidence = (f"{len(bad)} of {len(ks)} {group} collectives on {list(members)} have "
+                    f"other participants; first #{k}: ranks {observed}")
+        out.append(_finding(rule, None, observed, str(group), None, evidence,
+                            index=k, op="/".join(ops), observed=observed,
                             members=sorted(want)))
     return out
+
+
+def _communicators(units: pd.DataFrame, topo: Topology | None) -> pd.Series:
+    """Sorted member ranks of each unit's communicator: its own pg_ranks, else the
+    topology's group (None when neither says); looked up once per distinct value."""
+    own = units[S.PG_RANKS].to_numpy(dtype=object)
+    has_own = np.array([r is not None and not (isinstance(r, float) and r != r) and len(r) > 0
+                        for r in own], dtype=bool)
+    out = np.full(len(units), None, dtype=object)
+    if has_own.any():
+        listed = [tuple(r.tolist() if hasattr(r, "tolist") else r) for r in own[has_own]]
+        codes, distinct = pd.factorize(pd.Series(listed, dtype=object))
+        keys = np.empty(len(distinct), dtype=object)
+        for i, ranks in enumerate(distinct):
+            keys[i] = tuple(sorted(int(r) for r in ranks))
+        out[has_own] = keys[codes]
+    rest = np.flatnonzero(~has_own)
+    if topo is not None and len(rest):
+        pairs = units.iloc[rest][[S.RANK, S.GROUP]]
+        codes = row_codes(pairs[S.RANK], pairs[S.GROUP])
+        reps = pairs.iloc[first_rows(codes)]
+        keys = np.empty(len(reps), dtype=object)
+        for i, (rank, group) in enumerate(zip(reps[S.RANK].tolist(), reps[S.GROUP].tolist(),
+                                              strict=True)):
+            m = topo.group_of(int(rank), group)
+            keys[i] = tuple(sorted(m)) if m else None
+        out[rest] = keys[codes]
+    return pd.Series(out, index=units.index, dtype=object)
 
 
 CHECKS: dict[str, Check] = {
@@ -293,10 +320,8 @@ def collective_units(comm: pd.DataFrame) -> pa.Table:
     units = _units(comm[keep])  # only the columns kept: the frame is wide
     if units.empty:
         return S.empty(S.COLLECTIVE_UNITS)
-    table = pa.table({
-        out: pa.array(units[col].astype("object").where(units[col].notna(), None).to_numpy(),
-                      from_pandas=True)
-        for col, out in _UNIT_COLUMNS if col in units})
+    table = pa.table({out: pa.array(units[col], from_pandas=True)
+                      for col, out in _UNIT_COLUMNS if col in units})
     return S.conform(table, S.COLLECTIVE_UNITS)
 
 

@@ -17,11 +17,15 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.grouping import row_codes
+from tracekit.rules.keys import first_rows
 from tracekit.rules.model import PathLabelRule, RuleSet, When
 from tracekit.topology import Topology
 
@@ -42,28 +46,33 @@ def _holds(when: When, facts: dict[str, object], topo: Topology | None) -> bool:
 
 
 def rule_paths(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None) -> pd.DataFrame:
-    """PATH and PATH_RULE from call sites, kernel rules and ``paths`` rules."""
+    """PATH and PATH_RULE from call sites, kernel rules and ``paths`` rules (object columns,
+    None where no rule gives a path); decided once per distinct combination of facts."""
     facts_cols = [F.LOGICAL_OP, S.GROUP, F.LIBRARY, F.ROLE, F.MODE, S.CALL_SITE, F.CALL_PATH,
                   F.CALL_RULE, F.KPATH, F.KRULE]
-    keys = comm[facts_cols].astype("object").where(comm[facts_cols].notna(), None)
-    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
-    results = []
-    for key in uniq:
-        lop, group, lib, role, mode, call, cpath, crule, kpath, krule = (
-            None if isinstance(v, float) and v != v else v for v in key)
-        if cpath:
-            results.append((cpath, crule))
-            continue
-        if kpath and krule is not None:
-            results.append((kpath, rules.kernel_classes[int(krule)].id))
-            continue
-        facts = {"op": lop, "group": group, "library": lib, "role": role, "mode": mode,
-                 "call": call}
-        hit = next((r for r in rules.paths if _holds(r.when, facts, topo)), None)
-        results.append((hit.path, hit.id) if hit else (None, None))
-    chosen = [results[c] for c in codes]
-    return pd.DataFrame({S.PATH: [p for p, _ in chosen], F.PATH_RULE: [r for _, r in chosen]},
-                        index=comm.index)
+    codes = row_codes(*(comm[c] for c in facts_cols))
+    reps = comm[facts_cols].iloc[first_rows(codes)].astype("object")
+    paths = np.empty(len(reps), dtype=object)
+    path_rules = np.empty(len(reps), dtype=object)
+    for i, key in enumerate(reps.itertuples(index=False, name=None)):
+        paths[i], path_rules[i] = _rule_path(
+            tuple(None if pd.isna(v) else v for v in key), rules, topo)
+    return pd.DataFrame({S.PATH: pd.Series(paths[codes], index=comm.index, dtype=object),
+                         F.PATH_RULE: pd.Series(path_rules[codes], index=comm.index,
+                                                dtype=object)})
+
+
+def _rule_path(key: tuple[Any, ...], rules: RuleSet,
+               topo: Topology | None) -> tuple[str | None, str | None]:
+    lop, group, lib, role, mode, call, cpath, crule, kpath, krule = key
+    if cpath:
+        return cpath, crule
+    if kpath and krule is not None:
+        return kpath, rules.kernel_classes[int(krule)].id
+    facts = {"op": lop, "group": group, "library": lib, "role": role, "mode": mode,
+             "call": call}
+    hit = next((r for r in rules.paths if _holds(r.when, facts, topo)), None)
+    return (hit.path, hit.id) if hit else (None, None)
 
 
 def slot_candidates(rules: RuleSet, topo: Topology | None, op: object,

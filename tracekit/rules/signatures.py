@@ -12,11 +12,18 @@ DeepEP mode, for one, differs between extend and decode steps of one run.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.grouping import grouped_tuples
+from tracekit.rules.grouping import (
+    per_value,
+    position_in_group,
+    row_codes,
+    sequence_ids,
+)
+from tracekit.rules.keys import first_rows
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 
@@ -30,26 +37,24 @@ _WHERE = "_where"
 
 def transfer(first: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     """Fill group and path of incomplete layers from complete layers with the same ops."""
-    keyed = first[first[S.LAYER].notna()]
-    if keyed.empty:
+    has_layer = first[S.LAYER].notna().to_numpy()
+    if not has_layer.any():
         return first
-    step = keyed[F.STEP].fillna(-1)
-    layer_key = pd.Series(
-        pd.factorize(pd.MultiIndex.from_arrays([keyed[S.RANK], step, keyed[S.LAYER]]))[0],
-        index=keyed.index)
-    ops = keyed[F.LOGICAL_OP].astype(str)
-    sig_tuples = grouped_tuples(ops, layer_key)
-    sig_of_layer = pd.Series(pd.factorize(sig_tuples)[0], index=sig_tuples.index)
-    ok_row = (keyed[S.STATUS] == Status.ATTRIBUTED) & keyed[S.PATH].notna()
-    complete = ok_row.groupby(layer_key).all()
+    keyed = first[has_layer]
+    layer_key = layer_codes(keyed)
+    ops = pd.factorize(keyed[F.LOGICAL_OP].astype(str), use_na_sentinel=False)[0]
+    sig_of_layer, _ = sequence_ids(ops, layer_key)
+    ok_row = ((keyed[S.STATUS] == Status.ATTRIBUTED) & keyed[S.PATH].notna()).to_numpy()
+    complete = np.bincount(layer_key, weights=~ok_row, minlength=len(sig_of_layer)) == 0
     work = pd.DataFrame({
-        _LKEY: layer_key, S.RANK: keyed[S.RANK], _POS: keyed.groupby(layer_key).cumcount(),
-        S.GROUP: keyed[S.GROUP].astype("object"), S.PATH: keyed[S.PATH].astype("object"),
-        S.STATUS: keyed[S.STATUS], F.CANDIDATES: keyed[F.CANDIDATES],
-    })
-    work[_SIG] = layer_key.map(sig_of_layer)
+        _LKEY: layer_key, S.RANK: keyed[S.RANK].to_numpy(),
+        _POS: position_in_group(layer_key), S.GROUP: keyed[S.GROUP].astype("object"),
+        S.PATH: keyed[S.PATH].astype("object"), S.STATUS: keyed[S.STATUS],
+        F.CANDIDATES: keyed[F.CANDIDATES], _SIG: sig_of_layer[layer_key],
+    }, index=keyed.index)
     # answers of complete layers, per (rank, signature, position); conflicting ones dropped
-    done = work[work[_LKEY].map(complete)]
+    row_complete = complete[layer_key]
+    done = work[row_complete]
     if done.empty:
         return first
     answers = done.groupby([S.RANK, _SIG, _POS]).agg(
@@ -57,51 +62,62 @@ def transfer(first: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
            "_ng": (S.GROUP, "nunique"), "_np": (S.PATH, "nunique"), _WHERE: (_LKEY, "first")})
     bad = answers[(answers["_ng"] > 1) | (answers["_np"] > 1)].index.droplevel(_POS)
     answers = answers[~answers.index.droplevel(_POS).isin(bad)]
-    todo = work[~work[_LKEY].map(complete)]
+    todo = work[~row_complete]
     todo = todo.join(answers[[_WANT_GROUP, _WANT_PATH, _WHERE]], on=[S.RANK, _SIG, _POS])
-    agrees = todo[_WANT_GROUP].notna() & _agrees(todo, rules)
-    usable = agrees.groupby(todo[_LKEY]).all()
-    todo = todo[todo[_LKEY].map(usable)]
+    agrees = (todo[_WANT_GROUP].notna() & _agrees(todo, rules)).to_numpy()
+    lkey = todo[_LKEY].to_numpy()
+    refused = np.bincount(lkey, weights=~agrees, minlength=len(complete)) > 0
+    todo = todo[~refused[lkey]]
     if todo.empty:
         return first
-    return _apply(first, todo, keyed)
+    return _apply(first, todo, keyed, layer_key)
+
+
+def layer_codes(keyed: pd.DataFrame) -> np.ndarray:
+    """Code of each row's (rank, step, layer), in order of first appearance."""
+    return row_codes(keyed[S.RANK], keyed[F.STEP].fillna(-1), keyed[S.LAYER])
 
 
 def _agrees(todo: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """Known groups, paths and candidate sets must allow the borrowed answer."""
     want = todo[_WANT_GROUP]
     group_ok = (todo[S.STATUS] != Status.ATTRIBUTED) | (todo[S.GROUP] == want)
-    cands_ok = pd.Series(
-        [not (st == Status.AMBIGUOUS and c and w not in c)
-         for st, c, w in zip(todo[S.STATUS], todo[F.CANDIDATES], want, strict=True)],
-        index=todo.index)
+    ambiguous = (todo[S.STATUS] == Status.AMBIGUOUS).to_numpy()
+    cands_ok = np.ones(len(todo), dtype=bool)
+    cands_ok[ambiguous] = [not (c and w not in c) for c, w in zip(
+        todo[F.CANDIDATES].to_numpy()[ambiguous], want.to_numpy()[ambiguous], strict=True)]
     path_ok = todo[S.PATH].isna() | (todo[S.PATH] == todo[_WANT_PATH]) | _same_step(todo, rules)
-    return group_ok & cands_ok & path_ok
+    return group_ok & pd.Series(cands_ok, index=todo.index) & path_ok
 
 
 def _same_step(todo: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """A known path of another variant of the same per-layer step (DeepEP normal in extend
     steps, low latency in decode steps) corroborates the alignment; it is kept as it is."""
-    mine = todo[S.PATH].map(rules.phase_of)
-    want = todo[_WANT_PATH].map(rules.phase_of)
+    mine = pd.Series(per_value(todo[S.PATH], rules.phase_of), index=todo.index, dtype=object)
+    want = pd.Series(per_value(todo[_WANT_PATH], rules.phase_of), index=todo.index,
+                     dtype=object)
     return mine.notna() & (mine == want) & (mine != S.Phase.OTHER)
 
 
-def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame) -> pd.DataFrame:
+def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
+           layer_key: np.ndarray) -> pd.DataFrame:
     out = first.copy()
-    layer_at = pd.Series(
-        [f"step {int(a)} layer {int(b)}" for a, b in zip(keyed[F.STEP].fillna(-1),
-                                                        keyed[S.LAYER], strict=True)],
-        index=keyed.index)
-    first_row = keyed.index.to_series().groupby(
-        pd.factorize(pd.MultiIndex.from_arrays(
-            [keyed[S.RANK], keyed[F.STEP].fillna(-1), keyed[S.LAYER]]))[0]).first()
-    note = "same collectives as the complete " + todo[_WHERE].map(first_row).map(layer_at)
+    # the complete layer each borrowing row names, by its first row's step and layer
+    where = todo[_WHERE].to_numpy(dtype=np.int64)
+    first_row = first_rows(layer_key)
+    steps = keyed[F.STEP].fillna(-1).to_numpy()[first_row]
+    layers = keyed[S.LAYER].to_numpy()[first_row]
+    note = pd.Series(per_value(where, lambda k: "same collectives as the complete "
+                               f"step {int(steps[k])} layer {int(layers[k])}"),
+                     index=todo.index, dtype=object)
     grp = todo.index[todo[S.STATUS] != Status.ATTRIBUTED]
+    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, S.PATH, F.PATH_RULE,
+                F.PATH_REASON):
+        out[col] = out[col].astype("object")
     out.loc[grp, S.GROUP] = todo.loc[grp, _WANT_GROUP]
     out.loc[grp, S.STATUS] = Status.ATTRIBUTED
     out.loc[grp, F.GROUP_RULE] = "layer.signature"
-    prior = out.loc[grp, F.GROUP_REASON].astype("object")
+    prior = out.loc[grp, F.GROUP_REASON]
     out.loc[grp, F.GROUP_REASON] = prior.where(prior.isna(), prior + "; ").fillna("") + note[grp]
     pth = todo.index[todo[S.PATH].isna()]
     out.loc[pth, S.PATH] = todo.loc[pth, _WANT_PATH]
