@@ -85,6 +85,26 @@ def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheel
 
 
+class _GroupedNodeIds:
+    """pytest-xdist 3.8 puts an item's xdist_group into its node id by assigning
+    ``item._nodeid``, which pytest 9 no longer reads (``nodeid`` is ``str(item._id)``), so
+    ``--dist loadgroup`` silently ran every group's tests on every worker and built each
+    module-scoped fixture once per worker. After xdist's hook, give the item the id xdist
+    wanted; a no-op where xdist's own assignment works."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            wanted = item.__dict__.get("_nodeid")
+            if isinstance(wanted, str) and wanted != item.nodeid:
+                item._id = type(item._id).parse(wanted)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupedNodeIds(), "tracekit-grouped-node-ids")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist ``--dist loadgroup`` (``make test``), the tests of a module that
     defines a module-scoped fixture run on one worker, so that the fixture (a captured run, a
