@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,10 +44,73 @@ def sample_traces() -> Path:
     return SAMPLE_TRACES
 
 
+# The longest single tests (or groups), started first so that no worker is left running one
+# of them alone at the end of `make test`; then every other `slow` test, then the rest.
+LONGEST = (
+    "tests/parsers/test_reader_sanitizers.py",
+    "tests/workloads/test_samples.py::test_regenerating",
+    "tests/capture/test_capture_torch.py",
+    "tests/reports/test_browser.py",
+    "tests/workloads/test_workload_runs.py",
+)
+
+
+def _start_order(item: pytest.Item) -> int:
+    for i, prefix in enumerate(LONGEST):
+        if item.nodeid.startswith(prefix):
+            return i
+    return len(LONGEST) + (0 if item.get_closest_marker("slow") else 1)
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tracekit wheel, built once from a copy of the checkout's sources (what git tracks
+    or would track under tracekit/ and the packaging files) with pip's setuptools backend,
+    without build isolation (nothing is downloaded). Its users share the xdist group "wheel"."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if name.startswith(("tracekit/", "pyproject.toml", "setup.py", "MANIFEST.in",
+                            "README.md", "LICENSE")) and (REPO / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_bytes((REPO / name).read_bytes())
+    dist = tmp / "dist"
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", "-w", str(dist), str(src)],
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = dist.glob("tracekit-*.whl")
+    return wheel
+
+
+class _GroupedNodeIds:
+    """pytest-xdist 3.8 puts an item's xdist_group into its node id by assigning
+    ``item._nodeid``, which pytest 9 no longer reads (``nodeid`` is ``str(item._id)``), so
+    ``--dist loadgroup`` silently ran every group's tests on every worker and built each
+    module-scoped fixture once per worker. After xdist's hook, give the item the id xdist
+    wanted; a no-op where xdist's own assignment works."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            wanted = item.__dict__.get("_nodeid")
+            if isinstance(wanted, str) and wanted != item.nodeid:
+                item._id = type(item._id).parse(wanted)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupedNodeIds(), "tracekit-grouped-node-ids")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist ``--dist loadgroup`` (``make test``), the tests of a module that
     defines a module-scoped fixture run on one worker, so that the fixture (a captured run, a
-    Dask cluster, an analysed reference trace) is built once rather than once per worker."""
+    Dask cluster, an analysed reference trace) is built once rather than once per worker.
+    The longest tests run first (a stable sort: a module's tests keep their order)."""
+    items.sort(key=_start_order)
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:

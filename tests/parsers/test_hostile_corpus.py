@@ -106,30 +106,46 @@ import sys
 from pathlib import Path
 from tracekit.parsers.kineto import load_kineto_file
 from tracekit.errors import BadInputError
-try:
-    t = load_kineto_file(Path(sys.argv[1]), rank=0)
-    print(t.events.column("ts_ns").to_pylist(), t.events.column("dur_ns").to_pylist())
-except BadInputError as exc:
-    print("error", exc.one_line().split(": ", 1)[1])
+for name in sys.argv[1:]:
+    try:
+        t = load_kineto_file(Path(name), rank=0)
+        print(t.events.column("ts_ns").to_pylist(), t.events.column("dur_ns").to_pylist())
+    except BadInputError as exc:
+        print("error", exc.one_line().split(": ", 1)[1])
 """
-
-
-@pytest.mark.parametrize("literal", [
+EDGE_LITERALS = [
     "9223372036854775", "9223372036854776", "-9223372036854775", "-9223372036854776",
     "9223372036854775.807", "9223372036854775.808", "1e400", "1" + "0" * 400, "2.5e15",
-])
-def test_native_and_python_readers_agree_at_the_int64_edge(literal: str, tmp_path: Path) -> None:
-    # GIVEN a ts at the edge of int64 nanoseconds; the native accumulator and the Python
-    # readers (TRACEKIT_NATIVE=0) must give the same ns or the same error
-    p = tmp_path / "edge.json"
-    p.write_text(trace_text([dict(EV, ts="@@")]).replace('"@@"', literal))
-    out = []
+]
+
+
+@pytest.fixture(scope="module")
+def edge_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """What the native accumulator and the Python readers (TRACEKIT_NATIVE=0) read from a
+    trace whose ts is each literal: one child process per reader reads every file."""
+    folder = tmp_path_factory.mktemp("int64_edge")
+    paths = []
+    for i, literal in enumerate(EDGE_LITERALS):
+        p = folder / f"edge{i}.json"
+        p.write_text(trace_text([dict(EV, ts="@@")]).replace('"@@"', literal))
+        paths.append(str(p))
+    lines = []
     for native in ("1", "0"):
         env = dict(os.environ, PYTHONPATH=str(REPO), TRACEKIT_NATIVE=native)
-        res = subprocess.run([sys.executable, "-c", _PROBE, str(p)], env=env,
+        res = subprocess.run([sys.executable, "-c", _PROBE, *paths], env=env,
                              capture_output=True, text=True, timeout=120, check=False)
         assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
-        out.append(res.stdout.strip())
+        lines.append(res.stdout.strip().splitlines())
+        assert len(lines[-1]) == len(paths), res.stdout
+    return {lit: [lines[0][i], lines[1][i]] for i, lit in enumerate(EDGE_LITERALS)}
+
+
+@pytest.mark.parametrize("literal", EDGE_LITERALS)
+def test_native_and_python_readers_agree_at_the_int64_edge(
+        literal: str, edge_readings: dict[str, list[str]]) -> None:
+    # GIVEN a ts at the edge of int64 nanoseconds; the native accumulator and the Python
+    # readers (TRACEKIT_NATIVE=0) must give the same ns or the same error
+    out = edge_readings[literal]
     assert out[0] == out[1]
     value = int(literal.split(".")[0]) * 1000 if "e" not in literal else None
     if value is not None and -(1 << 63) <= value < (1 << 63) and "." not in literal:

@@ -63,23 +63,12 @@ def test_without_the_extension_one_warning_says_what_it_costs(tmp_path: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("wheel")
 def test_the_wheel_holds_the_extension_and_reads_natively_without_a_compiler(
-        tmp_path: Path) -> None:
-    # GIVEN the wheel built from a copy of the sources (the same setuptools backend that
-    # python -m build runs; no build isolation: nothing is downloaded)
-    src = tmp_path / "src"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        if name.startswith(("tracekit/", "pyproject.toml", "setup.py", "MANIFEST.in",
-                            "README.md", "LICENSE")) and (REPO / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            (src / name).write_bytes((REPO / name).read_bytes())
-    dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(dist), str(src)],
-                   check=True, capture_output=True, timeout=600)
-    (wheel,) = dist.glob("tracekit-*.whl")
+        built_wheel: Path, tmp_path: Path) -> None:
+    # GIVEN the wheel built from a copy of the sources (conftest.built_wheel: the same
+    # setuptools backend that python -m build runs; no build isolation)
+    wheel = built_wheel
     # THEN it is platform-specific and holds the compiled extension
     assert not wheel.name.endswith("-none-any.whl"), wheel.name
     names = zipfile.ZipFile(wheel).namelist()

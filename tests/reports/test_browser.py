@@ -47,6 +47,12 @@ def browser(chrome_driver: Any) -> Any:
     return chrome_driver
 
 
+@pytest.fixture(scope="module")
+def report_page(analysis: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The HTML report of the full analysis, written once for the tests that open it."""
+    return reports.write("html", analysis, tmp_path_factory.mktemp("page") / "report.html")
+
+
 def _open(driver: Any, path: Path, roots: tuple[str, ...]) -> None:
     """Load the page and wait until bokeh has a view for every named root."""
     driver.get(path.as_uri())
@@ -103,9 +109,9 @@ def _widest(analysis: Any, name_part: str = "") -> tuple[float, int, str]:
     return (row[plotframes.X0] + row[plotframes.X1]) / 2, int(row[s.RANK]), str(row[s.NAME])
 
 
-def test_report_renders_without_console_errors(browser, analysis, tmp_path: Path):
+def test_report_renders_without_console_errors(browser, report_page, tmp_path: Path):
     # GIVEN the HTML report of a full analysis
-    page = reports.write("html", analysis, tmp_path / "report.html")
+    page = report_page
     # WHEN chromium opens it offline
     _open(browser, page, PLOTS)
     # THEN the console has no error, every panel is there, every plot has a drawn canvas
@@ -126,10 +132,9 @@ def test_report_renders_without_console_errors(browser, analysis, tmp_path: Path
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 
-def test_hover_shows_the_collective_tooltip(browser, analysis, tmp_path: Path):
+def test_hover_shows_the_collective_tooltip(browser, analysis, report_page):
     # GIVEN the report open in chromium
-    page = reports.write("html", analysis, tmp_path / "report.html")
-    _open(browser, page, PLOTS)
+    _open(browser, report_page, PLOTS)
     x, rank, name = _widest(analysis)
     # WHEN the pointer rests on the widest kernel of the timeline
     text = _hover(browser, x, rank)
@@ -206,10 +211,9 @@ return arguments[0].map((n) => {
 });"""
 
 
-def test_every_plot_draws_glyphs_and_tables_sort(browser, analysis, tmp_path: Path):
+def test_every_plot_draws_glyphs_and_tables_sort(browser, report_page):
     # GIVEN the report of a full analysis open in chromium
-    page = reports.write("html", analysis, tmp_path / "report.html")
-    _open(browser, page, (*PLOTS, "paths_table", "findings_table"))
+    _open(browser, report_page, (*PLOTS, "paths_table", "findings_table"))
     # THEN each plot has glyph renderers with data, and nothing went to the console
     counts = browser.execute_script(GLYPHS, list(PLOTS))
     assert all(c > 0 for c in counts), dict(zip(PLOTS, counts, strict=True))

@@ -57,7 +57,8 @@ def test_hover_tooltips_use_text_fields_only(analysis):
     # GIVEN the plots of a full report WHEN their hover tools are read
     from bokeh.models import HoverTool
 
-    tools = [tool for p in html_report.panels(analysis) if p.plot is not None
+    panels = html_report.panels(analysis)
+    tools = [tool for p in panels if p.plot is not None
              for tool in p.plot.select({"type": HoverTool})]
     assert tools
     # THEN every tooltip is a (label, field) pair: bokeh escapes those values; no HTML
@@ -67,7 +68,7 @@ def test_hover_tooltips_use_text_fields_only(analysis):
         for _label, value in tool.tooltips:
             assert re.fullmatch(r"@\{?[A-Za-z_0-9 ]+\}?(\{[^}]*\})?", value), value
             assert "safe" not in value
-    timeline = next(p.plot for p in html_report.panels(analysis) if p.key == "timeline")
+    timeline = next(p.plot for p in panels if p.key == "timeline")
     labels = {lab for t in timeline.select({"type": HoverTool}) for lab, _ in t.tooltips}
     assert {"op", "bytes", "group", "path", "efficiency", "wait"} <= labels
 
