@@ -1,12 +1,16 @@
 """Parse throughput and memory of tracekit against HTA on one large synthetic Kineto rank.
 
-    python benchmarks/parse.py [--size-mb 500] [--jobs N] [--skip-hta] [--keep]
+    python benchmarks/parse.py [--size-mb 500] [--jobs N] [--skip-hta] [--skip-analyze] [--keep]
 
 The trace is generated deterministically by ``tracekit.synth`` (seed 0): one rank of an
 SGLang-style TP8/DP8-attention/EP8 DeepSeek run with eager steps, so it carries NCCL kernels
 enriched with ``record_param_comms`` args, custom all-reduce and pynccl kernels, cpu ops,
 python stacks and ac2g flows (at 500 MB: about 2.4 M events). It is written as plain JSON so
 that both tools read the same bytes (throughput is MB of uncompressed JSON per second).
+
+Then (issue 17) the whole ``tracekit analyze FOLDER --hardware h200 --json`` of the same file in
+a fresh process (parse, attribution, measurement, the JSON report), against HTA's load alone:
+target >= 20x faster at <= 1/3 of HTA's peak RSS (``--skip-analyze`` leaves it out).
 
 Each tool loads the same file in a fresh process: tracekit with ``tracekit.parsers.load_run``
 (``--jobs``: the cores it may use, default all; one file is parsed in one process by either
@@ -89,6 +93,8 @@ print(json.dumps({"load_s": elapsed, "load_cpu_s": cpu,
 TARGET_RATIO = 20.0
 TARGET_RSS_FRACTION = 1 / 6
 TARGET_PER_CORE = 300.0
+TARGET_ANALYZE_RATIO = 20.0  # issue 17: the whole analysis against HTA's load alone
+TARGET_ANALYZE_RSS = 1 / 3
 
 
 def bench_config() -> SynthConfig:
@@ -186,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the generated trace")
     ap.add_argument("--skip-msgspec", action="store_true",
                     help="do not measure the msgspec reader (TRACEKIT_NATIVE=0) beside it")
+    ap.add_argument("--skip-analyze", action="store_true",
+                    help="do not time the whole `tracekit analyze` of the trace")
     ap.add_argument("--work", type=Path, default=WORK / "parse", help="scratch folder")
     args = ap.parse_args(argv)
 
@@ -217,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
               f"included)")
         if not args.skip_msgspec:
             _msgspec_beside(trace_dir, args, size, tk_r, warm_r)
+        analyzed = None if args.skip_analyze else _analyze(trace_dir, args)
         if args.skip_hta:
             return 0
         py = hta_python()
@@ -233,6 +242,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{'met' if ratio >= TARGET_RATIO else 'MISSED'}")
         print(f"peak RSS ratio tracekit/HTA: {rss:.3f} (target <= {TARGET_RSS_FRACTION:.3f}): "
               f"{'met' if rss <= TARGET_RSS_FRACTION else 'MISSED'}")
+        if analyzed is not None:
+            a_ratio = hta_r["load_s"] / analyzed.wall_s
+            a_rss = analyzed.tree_peak_bytes / hta_r["rss"]
+            print(f"whole tracekit analyze vs HTA's load alone: {a_ratio:.1f}x faster (target >= "
+                  f"{TARGET_ANALYZE_RATIO:.0f}x): "
+                  f"{'met' if a_ratio >= TARGET_ANALYZE_RATIO else 'MISSED'}; peak RSS ratio "
+                  f"{a_rss:.3f} (target <= {TARGET_ANALYZE_RSS:.3f}): "
+                  f"{'met' if a_rss <= TARGET_ANALYZE_RSS else 'MISSED'}")
         per_core = warm_r["load_cpu_mbps"]  # MB per CPU-second of the load: what one core does
         print(f"tracekit per core: {per_core:.1f} MB per CPU-second during the load in a warm "
               f"process, {tk_r['load_cpu_mbps']:.1f} in a cold one, {tk_r['cpu_mbps']:.1f} for "
@@ -260,6 +277,27 @@ def _msgspec_beside(trace_dir: Path, args: argparse.Namespace, size: int,
           f"{native_warm['load_cpu_mbps'] / m_warm['load_cpu_mbps']:.1f}x (warm, MB per "
           f"CPU-second of the load); peak RSS {fmt_gb(native_cold['rss'])} / "
           f"{fmt_gb(max(m_cold['rss'], m_warm['rss']))}")
+
+
+def _analyze(trace_dir: Path, args: argparse.Namespace) -> Measured:
+    """The whole analysis of the trace folder by the CLI in a fresh process (the median of
+    ``repeat`` runs by wall time; peak RSS: the largest)."""
+    out = args.work / "analyze-report.json"
+    argv = [sys.executable, "-m", "tracekit", "analyze", str(trace_dir), "--hardware", "h200",
+            "--json", str(out), "--jobs", str(args.jobs)]
+    runs = []
+    for _ in range(args.repeat):
+        out.unlink(missing_ok=True)
+        m = run_measured(argv, env=dict(os.environ))
+        if m.returncode != 0 or not out.exists():
+            sys.exit(f"tracekit analyze failed (exit {m.returncode}):\n{m.stderr[-3000:]}")
+        print(f"  tracekit analyze (whole analysis, JSON report): {m.wall_s:.2f} s wall, "
+              f"{m.cpu_s:.2f} s CPU, peak RSS {fmt_gb(m.tree_peak_bytes)} (process tree)")
+        runs.append(m)
+    out.unlink(missing_ok=True)
+    ordered = sorted(runs, key=lambda m: m.wall_s)
+    mid = ordered[len(ordered) // 2]
+    return dataclasses.replace(mid, tree_peak_bytes=max(m.tree_peak_bytes for m in runs))
 
 
 def _hta_script() -> str:
