@@ -47,7 +47,7 @@ from tracekit.rules.layers import (
 from tracekit.rules.lints import collective_units, run_lints
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import RuleSet
-from tracekit.rules.nesting import fill_from_nested
+from tracekit.rules.nesting import fill_from_nested, prefixed
 from tracekit.rules.notify import PREPARES, fill_prepared_ops, prepared_targets, take_prepared
 from tracekit.rules.paths import (
     Families,
@@ -205,8 +205,7 @@ def _from_wrappers(comm: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
         values = groups[col].to_numpy(dtype=object, copy=True)
         taken = values[linked]
         if col == F.GROUP_REASON:
-            taken = np.array(["linked c10d op: " + r if isinstance(r, str) else np.nan
-                              for r in taken], dtype=object)
+            taken = prefixed(taken, "linked c10d op: ")
         values[target] = taken
         out[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
     return out
