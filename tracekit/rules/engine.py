@@ -35,7 +35,7 @@ from tracekit.rules.groups import (
     participants_pass,
 )
 from tracekit.rules.kernels import classify_table, rule_column
-from tracekit.rules.keys import first_rows, objects, row_codes, tuple_keys
+from tracekit.rules.keys import factorize, first_rows, objects, row_codes, tuple_keys
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
@@ -499,7 +499,7 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
 
 def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(code per row, -1 where missing; the distinct values by code)."""
-    codes, uniques = pd.factorize(values)
+    codes, uniques = factorize(values)
     return codes, np.asarray(uniques, dtype=object)
 
 
@@ -515,7 +515,7 @@ def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     """Rows holding ``table[index]`` (null where the index is -1 or the value missing),
     encoded as Arrow's dictionary_encode encodes: distinct values in order of first
     appearance, int32 indices."""
-    value_of, values = pd.factorize(table)
+    value_of, values = factorize(table)
     value_of = np.append(value_of, -1)  # index -1: no value
     codes = value_of[index]
     valid = codes >= 0

@@ -45,8 +45,32 @@ def _codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
         low, high = int(values.min()), int(values.max())
         if high - low < 4 * values.size:  # a dense range: the offset is the code, no hashing
             return values.astype(np.int64) - (low - 1), high - low + 2
-    codes, uniques = pd.factorize(column)
+    codes, uniques = factorize(column)
     return codes.astype(np.int64) + 1, len(uniques) + 1  # missing (-1) becomes 0
+
+
+def factorize(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values)`` (codes, -1 where missing; distinct values in order of first
+    appearance), quicker on long text. pandas hashes an object array without missing values
+    as C strings, every row's bytes anew; one missing value sends it to the table that hashes
+    the Python objects (their hash cached, equal references equal at once), so where the text
+    is long (call sites, reasons) one is appended."""
+    array = values.to_numpy() if isinstance(values, pd.Series | pd.Index) else values
+    if not isinstance(array, np.ndarray) or array.dtype != object or not _long_text(array):
+        codes, uniques = pd.factorize(values)
+        return codes, np.asarray(uniques)
+    codes, uniques = pd.factorize(np.append(array, None))
+    return codes[:-1], np.asarray(uniques, dtype=object)
+
+
+def _long_text(array: np.ndarray) -> bool:
+    """Whether a sample of ``array`` holds text long enough that hashing its bytes per row
+    costs more than hashing the objects (short names and ops hash faster as bytes)."""
+    step = max(1, len(array) // 16)
+    return any(isinstance(v, str) and len(v) >= _LONG for v in array[::step].tolist())
+
+
+_LONG = 24
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:

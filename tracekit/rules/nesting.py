@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
-from tracekit.rules.keys import lane_time_keys, row_codes
+from tracekit.rules.keys import factorize, lane_time_keys, row_codes
 
 _KEYS = [S.RANK, S.PID, S.TID]
 
@@ -79,9 +79,9 @@ def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
 def prefixed(reasons: np.ndarray, prefix: str) -> np.ndarray:
     """``prefix + reason`` for each text reason (NaN for the others), built once per distinct
     reason: the rows share its string (hashed and compared by reference downstream)."""
-    codes, uniques = pd.factorize(reasons, use_na_sentinel=False)
-    table = np.array([prefix + r if isinstance(r, str) else np.nan
-                      for r in np.asarray(uniques, dtype=object).tolist()], dtype=object)
+    codes, uniques = factorize(reasons)
+    table = np.array([*(prefix + r if isinstance(r, str) else np.nan
+                        for r in uniques.tolist()), np.nan], dtype=object)  # -1: NaN
     return table[codes] if len(codes) else np.empty(0, dtype=object)
 
 
