@@ -70,6 +70,9 @@ _NEEDED = (
     S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES,
     S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION, S.META_SOURCE,
 )
+# what the steps read of every event (launches, steps and layer markers); the other columns
+# are read of the communication rows alone, so only those rows are converted
+_ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CORRELATION)
 
 
 def resolve_topology(run: model.Run, options: model.AnalyzeOptions,
@@ -106,18 +109,19 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     count on across the batch's ranks, in rank order).
     """
     events = run.events
-    frame = to_frame(events, _NEEDED)
+    frame = to_frame(events, _ALL_ROWS)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
     krule = classify_table(events, rules)
     cls = rule_column(krule, rules, "cls")
-    verdict = _attribute_comm(frame, krule, rules, topo, run, cross_rank)
+    comm = to_frame(events, _NEEDED, np.flatnonzero(cls.isin(COMM_CLASSES).to_numpy()))
+    comm[F.ROW] = comm.index.to_numpy()
+    verdict = _attribute_comm(frame, comm, krule, rules, topo, run, cross_rank)
     return _assemble(events, krule, cls, verdict, rules), collective_units(verdict)
 
 
-def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
-                    topo: Topology | None, run: model.Run, cross_rank: bool) -> pd.DataFrame:
-    cls = rule_column(krule, rules, "cls")
-    comm = frame[cls.isin(COMM_CLASSES).to_numpy()]  # a new frame (copy-on-write)
+def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
+                    rules: RuleSet, topo: Topology | None, run: model.Run,
+                    cross_rank: bool) -> pd.DataFrame:
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
                       (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
