@@ -164,3 +164,17 @@ def test_lane_time_keys_sort_by_lane_then_time_also_when_the_span_is_huge() -> N
         assert ((keys // width) == lanes).all()
         # equal (lane, time) pairs and only those share a key
         assert len(set(keys.tolist())) == len(set(zip(lanes.tolist(), times.tolist(), strict=True)))
+
+
+def test_tuple_key_series_equals_tuple_keys_row_by_row() -> None:
+    from tracekit.rules.keys import tuple_key_series, tuple_keys
+
+    # GIVEN member lists as arrays (one shared by two rows), lists, empties and missing
+    shared = np.array([0, 1, 2, 3], dtype=np.int32)
+    cells = [shared, None, np.array([4, 5]), shared, [], float("nan"), (6, 7), np.array([], int)]
+    lists = pd.Series(np.array([*cells, None], dtype=object)[:-1], index=range(10, 18))
+    # WHEN keyed both ways THEN the same tuples (None where missing or empty), same index
+    keys = tuple_key_series(lists)
+    assert keys.index.equals(lists.index) and keys.dtype == object
+    assert keys.tolist() == tuple_keys(lists)
+    assert keys.tolist()[0] == (0, 1, 2, 3) and keys.tolist()[6] == (6, 7)

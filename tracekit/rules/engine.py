@@ -35,7 +35,7 @@ from tracekit.rules.groups import (
     participants_pass,
 )
 from tracekit.rules.kernels import classify_table, rule_column
-from tracekit.rules.keys import factorize, first_rows, objects, row_codes, tuple_keys
+from tracekit.rules.keys import factorize, first_rows, row_codes, tuple_key_series
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
@@ -141,7 +141,7 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
     # the evidence but the runloop thread's group is the same in both passes
-    ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)
+    ranks_key = tuple_key_series(comm[S.PG_RANKS])
     static = evidence_codes(comm, ranks_key)
     groups = attribute_groups(comm, rules, topo, pg_table, ranks_key, static)
     groups = _from_wrappers(comm, groups)

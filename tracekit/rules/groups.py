@@ -28,7 +28,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.keys import first_rows, objects, row_codes, spread, tuple_keys
+from tracekit.rules.keys import first_rows, objects, row_codes, spread, tuple_key_series
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 from tracekit.topology import Topology
@@ -203,7 +203,7 @@ def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
         return pd.DataFrame(index=comm.index, columns=[S.GROUP, S.STATUS, F.GROUP_RULE,
                                                        F.GROUP_REASON, F.CANDIDATES])
     if ranks_key is None:
-        ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)
+        ranks_key = tuple_key_series(comm[S.PG_RANKS])
     if static is None:
         static = evidence_codes(comm, ranks_key)
     columns = [ranks_key if name == F.RANKS_KEY else comm[name] for name in KEY_COLUMNS]

@@ -95,20 +95,43 @@ def spread(values: Sequence[Any], codes: np.ndarray, index: pd.Index) -> pd.Seri
 def tuple_keys(lists: pd.Series) -> list[tuple[int, ...] | None]:
     """Each list-like value (numpy array, list, tuple) as a tuple of ints; None where missing
     or empty. Equal arrays share one tuple (a communicator's member list recurs on every row)."""
-    out: list[tuple[int, ...] | None] = []
     memo: dict[tuple[str, bytes], tuple[int, ...]] = {}
-    for v in lists.to_numpy():
-        if v is None or isinstance(v, float) or not len(v):
-            out.append(None)
-        elif isinstance(v, np.ndarray):
-            raw = (v.dtype.str, v.tobytes())
-            key = memo.get(raw)
-            if key is None:
-                key = memo[raw] = tuple(v.tolist())
-            out.append(key)
-        else:
-            out.append(tuple(int(r) for r in v))
-    return out
+    return [_tuple_key(v, memo) for v in lists.to_numpy()]
+
+
+def _tuple_key(v: Any, memo: dict[tuple[str, bytes], tuple[int, ...]]) -> tuple[int, ...] | None:
+    if v is None or isinstance(v, float) or not len(v):
+        return None
+    if isinstance(v, np.ndarray):
+        raw = (v.dtype.str, v.tobytes())
+        key = memo.get(raw)
+        if key is None:
+            key = memo[raw] = tuple(v.tolist())
+        return key
+    return tuple(int(r) for r in v)
+
+
+def tuple_key_series(lists: pd.Series) -> pd.Series:
+    """``objects(tuple_keys(lists), lists.index)``, looking only at the rows that hold a
+    value, and once per distinct object (a launcher's member list is shared by the kernels
+    it launched; most communication rows of a CUDA trace have none)."""
+    values = lists.to_numpy()
+    out = np.full(len(values), None, dtype=object)
+    present = np.flatnonzero(~pd.isna(values)) if values.dtype == object else np.arange(0)
+    memo: dict[tuple[str, bytes], tuple[int, ...]] = {}
+    by_object: dict[int, tuple[int, ...] | None] = {}
+    held = values[present].tolist()  # held: the ids below stay those of live objects
+    keys = np.empty(len(held), dtype=object)
+    for i, v in enumerate(held):
+        key = by_object.get(id(v), _UNSEEN)
+        if key is _UNSEEN:
+            key = by_object[id(v)] = _tuple_key(v, memo)
+        keys[i] = key
+    out[present] = keys
+    return pd.Series(out, index=lists.index, dtype=object, copy=False)
+
+
+_UNSEEN: Any = object()
 
 
 def lane_time_keys(lanes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int]:
