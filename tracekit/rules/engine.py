@@ -112,11 +112,14 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     frame = to_frame(events, _ALL_ROWS)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
     krule = classify_table(events, rules)
-    cls = rule_column(krule, rules, "cls")
-    comm = to_frame(events, _NEEDED, np.flatnonzero(cls.isin(COMM_CLASSES).to_numpy()))
+    # the kernel class is the matched rule's: decided per rule, taken by rule index
+    classes = np.array([r.cls for r in rules.kernel_classes] + [None], dtype=object)
+    in_comm = np.array([r.cls in COMM_CLASSES for r in rules.kernel_classes] + [False])
+    kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
+    comm = to_frame(events, _NEEDED, np.flatnonzero(in_comm[kernel_rule]))
     comm[F.ROW] = comm.index.to_numpy()
     verdict = _attribute_comm(frame, comm, krule, rules, topo, run, cross_rank)
-    return _assemble(events, krule, cls, verdict, rules), collective_units(verdict)
+    return _assemble(events, krule, classes, verdict, rules), collective_units(verdict)
 
 
 def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
@@ -448,7 +451,7 @@ def _slot_outcome(placed: Placement | None, pos: int,
     return None, None
 
 
-def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.DataFrame,
+def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd.DataFrame,
               rules: RuleSet) -> pa.Table:
     n = events.num_rows
     rows = comm[F.ROW].to_numpy()
@@ -484,7 +487,7 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
             table.schema.get_field_index(S.CALL_SITE), S.CALL_SITE,
             with_call_sites(table.column(S.CALL_SITE), rows, comm[S.CALL_SITE]))
     extra = {
-        S.KERNEL_CLASS: _dictionary(*_factorized(cls)),
+        S.KERNEL_CLASS: _dictionary(kernel_rule, classes),
         S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
         S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
         S.PATH: _dictionary(*_at_rows(*_factorized(comm[S.PATH]), rows, n)),
