@@ -55,14 +55,29 @@ def _is_text(field: pa.Field) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
-def to_frame(table: pa.Table, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def to_frame(table: pa.Table, columns: Sequence[str] | None = None,
+             rows: np.ndarray | None = None) -> pd.DataFrame:
     """``to_pandas`` with text columns as object-dtype arrays of Python strings (None where
     null) instead of pandas' Arrow-backed ``str``: the rules engine masks, maps and writes
-    into its frames row by row subset, which Arrow strings do by rebuilding the array."""
+    into its frames row by row subset, which Arrow strings do by rebuilding the array.
+
+    ``rows`` (positions, ascending): only those rows are converted, indexed by their
+    positions, with the dtypes the whole table's columns convert to (an integer column with
+    nulls is float64 even where the rows taken have none): the frame equals
+    ``to_frame(table, columns).iloc[rows]``."""
     if columns is not None:
         table = table.select([c for c in columns if c in table.column_names])
     text = [f.name for f in table.schema if _is_text(f)]
+    floats = [f.name for f in table.schema
+              if pa.types.is_integer(f.type) and table.column(f.name).null_count]
+    if rows is not None:
+        table = table.take(pa.array(rows, pa.int64()))
     rest = decoded(table.drop_columns(text)).combine_chunks().to_pandas()
+    for name in floats:
+        rest[name] = rest[name].astype(np.float64)
     data = {name: (pd.Series(_objects(table.column(name)), dtype=object, copy=False)
                    if name in text else rest[name]) for name in table.column_names}
-    return pd.DataFrame(data, copy=False)
+    frame = pd.DataFrame(data, copy=False)
+    if rows is not None:
+        frame.index = pd.Index(np.asarray(rows, dtype=np.int64))
+    return frame

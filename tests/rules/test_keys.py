@@ -120,6 +120,38 @@ def test_to_frame_holds_the_values_of_to_pandas_with_text_as_python_strings() ->
         [None if v is None else v.tolist() for v in reference["l"]]
 
 
+def test_to_frame_of_some_rows_is_the_whole_frames_rows_with_its_dtypes() -> None:
+    import pyarrow as pa
+
+    from tracekit.tables import to_frame
+
+    # GIVEN an int column whose only null lies outside the rows taken, and text and ints
+    table = pa.table({
+        "i": pa.array([None, 2, 3, 4], pa.int64()),
+        "j": pa.array([1, 2, 3, 4], pa.int32()),
+        "d": pa.array(["a", None, "b", "a"]).dictionary_encode(),
+    })
+    rows = np.array([1, 3])
+    # WHEN only those rows are converted
+    part, whole = to_frame(table, ["i", "j", "d"], rows), to_frame(table, ["i", "j", "d"])
+    # THEN they equal the whole frame's rows: same index, values and dtypes (i stays float)
+    assert part["i"].dtype == np.float64 and part["j"].dtype == np.int32
+    pd.testing.assert_frame_equal(part, whole.iloc[rows])
+
+
+def test_factorize_equals_pandas_on_long_and_short_text() -> None:
+    from tracekit.rules.keys import factorize
+
+    long = ["frame " * 10 + str(i) for i in range(3)]
+    for values in (np.array([*long, long[1], long[0]], dtype=object),
+                   np.array([long[2], None, long[2], np.nan, long[0]], dtype=object),
+                   np.array(["a", "b", "a"], dtype=object), np.array([3, 1, 3])):
+        codes, uniques = factorize(values)
+        expected_codes, expected_uniques = pd.factorize(values)
+        assert codes.tolist() == expected_codes.tolist()
+        assert list(uniques) == list(expected_uniques)
+
+
 def test_lane_time_keys_sort_by_lane_then_time_also_when_the_span_is_huge() -> None:
     from tracekit.rules.keys import lane_time_keys
 
@@ -132,3 +164,17 @@ def test_lane_time_keys_sort_by_lane_then_time_also_when_the_span_is_huge() -> N
         assert ((keys // width) == lanes).all()
         # equal (lane, time) pairs and only those share a key
         assert len(set(keys.tolist())) == len(set(zip(lanes.tolist(), times.tolist(), strict=True)))
+
+
+def test_tuple_key_series_equals_tuple_keys_row_by_row() -> None:
+    from tracekit.rules.keys import tuple_key_series, tuple_keys
+
+    # GIVEN member lists as arrays (one shared by two rows), lists, empties and missing
+    shared = np.array([0, 1, 2, 3], dtype=np.int32)
+    cells = [shared, None, np.array([4, 5]), shared, [], float("nan"), (6, 7), np.array([], int)]
+    lists = pd.Series(np.array([*cells, None], dtype=object)[:-1], index=range(10, 18))
+    # WHEN keyed both ways THEN the same tuples (None where missing or empty), same index
+    keys = tuple_key_series(lists)
+    assert keys.index.equals(lists.index) and keys.dtype == object
+    assert keys.tolist() == tuple_keys(lists)
+    assert keys.tolist()[0] == (0, 1, 2, 3) and keys.tolist()[6] == (6, 7)

@@ -35,7 +35,7 @@ from tracekit.rules.groups import (
     participants_pass,
 )
 from tracekit.rules.kernels import classify_table, rule_column
-from tracekit.rules.keys import first_rows, objects, row_codes, tuple_keys
+from tracekit.rules.keys import factorize, first_rows, row_codes, tuple_key_series
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
@@ -47,7 +47,7 @@ from tracekit.rules.layers import (
 from tracekit.rules.lints import collective_units, run_lints
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import RuleSet
-from tracekit.rules.nesting import fill_from_nested
+from tracekit.rules.nesting import fill_from_nested, prefixed
 from tracekit.rules.notify import PREPARES, fill_prepared_ops, prepared_targets, take_prepared
 from tracekit.rules.paths import (
     Families,
@@ -70,6 +70,9 @@ _NEEDED = (
     S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES,
     S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION, S.META_SOURCE,
 )
+# what the steps read of every event (launches, steps and layer markers); the other columns
+# are read of the communication rows alone, so only those rows are converted
+_ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CORRELATION)
 
 
 def resolve_topology(run: model.Run, options: model.AnalyzeOptions,
@@ -106,18 +109,22 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     count on across the batch's ranks, in rank order).
     """
     events = run.events
-    frame = to_frame(events, _NEEDED)
+    frame = to_frame(events, _ALL_ROWS)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
     krule = classify_table(events, rules)
-    cls = rule_column(krule, rules, "cls")
-    verdict = _attribute_comm(frame, krule, rules, topo, run, cross_rank)
-    return _assemble(events, krule, cls, verdict, rules), collective_units(verdict)
+    # the kernel class is the matched rule's: decided per rule, taken by rule index
+    classes = np.array([r.cls for r in rules.kernel_classes] + [None], dtype=object)
+    in_comm = np.array([r.cls in COMM_CLASSES for r in rules.kernel_classes] + [False])
+    kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
+    comm = to_frame(events, _NEEDED, np.flatnonzero(in_comm[kernel_rule]))
+    comm[F.ROW] = comm.index.to_numpy()
+    verdict = _attribute_comm(frame, comm, krule, rules, topo, run, cross_rank)
+    return _assemble(events, krule, classes, verdict, rules), collective_units(verdict)
 
 
-def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
-                    topo: Topology | None, run: model.Run, cross_rank: bool) -> pd.DataFrame:
-    cls = rule_column(krule, rules, "cls")
-    comm = frame[cls.isin(COMM_CLASSES).to_numpy()]  # a new frame (copy-on-write)
+def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
+                    rules: RuleSet, topo: Topology | None, run: model.Run,
+                    cross_rank: bool) -> pd.DataFrame:
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
                       (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
@@ -137,7 +144,7 @@ def _attribute_comm(frame: pd.DataFrame, krule: np.ndarray, rules: RuleSet,
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
     # the evidence but the runloop thread's group is the same in both passes
-    ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)
+    ranks_key = tuple_key_series(comm[S.PG_RANKS])
     static = evidence_codes(comm, ranks_key)
     groups = attribute_groups(comm, rules, topo, pg_table, ranks_key, static)
     groups = _from_wrappers(comm, groups)
@@ -205,8 +212,7 @@ def _from_wrappers(comm: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
         values = groups[col].to_numpy(dtype=object, copy=True)
         taken = values[linked]
         if col == F.GROUP_REASON:
-            taken = np.array(["linked c10d op: " + r if isinstance(r, str) else np.nan
-                              for r in taken], dtype=object)
+            taken = prefixed(taken, "linked c10d op: ")
         values[target] = taken
         out[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
     return out
@@ -445,7 +451,7 @@ def _slot_outcome(placed: Placement | None, pos: int,
     return None, None
 
 
-def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.DataFrame,
+def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd.DataFrame,
               rules: RuleSet) -> pa.Table:
     n = events.num_rows
     rows = comm[F.ROW].to_numpy()
@@ -481,7 +487,7 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
             table.schema.get_field_index(S.CALL_SITE), S.CALL_SITE,
             with_call_sites(table.column(S.CALL_SITE), rows, comm[S.CALL_SITE]))
     extra = {
-        S.KERNEL_CLASS: _dictionary(*_factorized(cls)),
+        S.KERNEL_CLASS: _dictionary(kernel_rule, classes),
         S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
         S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
         S.PATH: _dictionary(*_at_rows(*_factorized(comm[S.PATH]), rows, n)),
@@ -500,7 +506,7 @@ def _assemble(events: pa.Table, krule: np.ndarray, cls: pd.Series, comm: pd.Data
 
 def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(code per row, -1 where missing; the distinct values by code)."""
-    codes, uniques = pd.factorize(values)
+    codes, uniques = factorize(values)
     return codes, np.asarray(uniques, dtype=object)
 
 
@@ -516,7 +522,7 @@ def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     """Rows holding ``table[index]`` (null where the index is -1 or the value missing),
     encoded as Arrow's dictionary_encode encodes: distinct values in order of first
     appearance, int32 indices."""
-    value_of, values = pd.factorize(table)
+    value_of, values = factorize(table)
     value_of = np.append(value_of, -1)  # index -1: no value
     codes = value_of[index]
     valid = codes >= 0

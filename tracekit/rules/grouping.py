@@ -37,10 +37,12 @@ def row_codes(*columns: pd.Series | np.ndarray) -> np.ndarray:
 
 def per_value(values: pd.Series | np.ndarray, fn: Callable[[Any], Any]) -> np.ndarray:
     """``fn`` of each value, computed once per distinct value (missing ones as None)."""
-    codes, uniques = pd.factorize(values, use_na_sentinel=False)
-    results = np.empty(len(uniques), dtype=object)
+    codes, uniques = keys.factorize(values)
+    results = np.empty(len(uniques) + 1, dtype=object)
     for i, value in enumerate(np.asarray(uniques, dtype=object).tolist()):
-        results[i] = fn(None if pd.isna(value) else value)
+        results[i] = fn(value)
+    if (codes < 0).any():
+        results[-1] = fn(None)  # code -1: the missing values
     return results[codes] if len(codes) else np.empty(0, dtype=object)
 
 
@@ -86,7 +88,7 @@ def as_objects(values: pd.Series | np.ndarray) -> np.ndarray:
     """``values`` as an object array in which equal values are one shared object (None where
     missing): each distinct value is converted once, and later hashing and comparing of the
     array is by reference (an Arrow string column otherwise yields a new str per row)."""
-    codes, uniques = pd.factorize(values)
+    codes, uniques = keys.factorize(values)
     table = np.empty(len(uniques) + 1, dtype=object)
     table[:-1] = np.asarray(uniques, dtype=object)
     return table[codes]

@@ -20,6 +20,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.keys import first_rows, objects, row_codes, spread, tuple_keys
+from tracekit.rules.keys import first_rows, objects, row_codes, spread, tuple_key_series
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 from tracekit.topology import Topology
@@ -202,7 +203,7 @@ def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
         return pd.DataFrame(index=comm.index, columns=[S.GROUP, S.STATUS, F.GROUP_RULE,
                                                        F.GROUP_REASON, F.CANDIDATES])
     if ranks_key is None:
-        ranks_key = objects(tuple_keys(comm[S.PG_RANKS]), comm.index)
+        ranks_key = tuple_key_series(comm[S.PG_RANKS])
     if static is None:
         static = evidence_codes(comm, ranks_key)
     columns = [ranks_key if name == F.RANKS_KEY else comm[name] for name in KEY_COLUMNS]
@@ -319,6 +320,18 @@ def kernel_group(krule: pd.Series, rules: RuleSet, topo: Topology | None) -> pd.
                      dtype=object)
 
 
+def _issuers(calls: np.ndarray, rank: np.ndarray) -> list[frozenset[int]]:
+    """Per call code (0..), the ranks that issued it: from the distinct (call, rank) pairs."""
+    if not len(calls):
+        return []
+    low = int(rank.min())
+    width = int(rank.max()) - low + 1
+    pairs = np.unique(calls.astype(np.int64) * width + (rank.astype(np.int64) - low))
+    call_of, rank_of = pairs // width, (pairs % width + low).tolist()
+    bounds = np.searchsorted(call_of, np.arange(int(calls.max()) + 2)).tolist()
+    return [frozenset(rank_of[a:b]) for a, b in pairwise(bounds)]
+
+
 def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame:
     """The weakest evidence: which ranks issued the same call (name, op, call site) at all.
 
@@ -333,7 +346,7 @@ def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame
         return out
     calls = row_codes([comm[S.NAME], comm[S.OP], comm[S.CALL_SITE]])
     rank = comm[S.RANK].astype(int).to_numpy()
-    issuers = pd.Series(rank).groupby(calls).agg(frozenset)
+    issuers = _issuers(calls, rank)
     open_rows = np.flatnonzero((out[S.STATUS] != Status.ATTRIBUTED).to_numpy())
     if not open_rows.size:
         return out

@@ -45,8 +45,32 @@ def _codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
         low, high = int(values.min()), int(values.max())
         if high - low < 4 * values.size:  # a dense range: the offset is the code, no hashing
             return values.astype(np.int64) - (low - 1), high - low + 2
-    codes, uniques = pd.factorize(column)
+    codes, uniques = factorize(column)
     return codes.astype(np.int64) + 1, len(uniques) + 1  # missing (-1) becomes 0
+
+
+def factorize(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values)`` (codes, -1 where missing; distinct values in order of first
+    appearance), quicker on long text. pandas hashes an object array without missing values
+    as C strings, every row's bytes anew; one missing value sends it to the table that hashes
+    the Python objects (their hash cached, equal references equal at once), so where the text
+    is long (call sites, reasons) one is appended."""
+    array = values.to_numpy() if isinstance(values, pd.Series | pd.Index) else values
+    if not isinstance(array, np.ndarray) or array.dtype != object or not _long_text(array):
+        codes, uniques = pd.factorize(values)
+        return codes, np.asarray(uniques)
+    codes, uniques = pd.factorize(np.append(array, None))
+    return codes[:-1], np.asarray(uniques, dtype=object)
+
+
+def _long_text(array: np.ndarray) -> bool:
+    """Whether a sample of ``array`` holds text long enough that hashing its bytes per row
+    costs more than hashing the objects (short names and ops hash faster as bytes)."""
+    step = max(1, len(array) // 16)
+    return any(isinstance(v, str) and len(v) >= _LONG for v in array[::step].tolist())
+
+
+_LONG = 24
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:
@@ -71,20 +95,43 @@ def spread(values: Sequence[Any], codes: np.ndarray, index: pd.Index) -> pd.Seri
 def tuple_keys(lists: pd.Series) -> list[tuple[int, ...] | None]:
     """Each list-like value (numpy array, list, tuple) as a tuple of ints; None where missing
     or empty. Equal arrays share one tuple (a communicator's member list recurs on every row)."""
-    out: list[tuple[int, ...] | None] = []
     memo: dict[tuple[str, bytes], tuple[int, ...]] = {}
-    for v in lists.to_numpy():
-        if v is None or isinstance(v, float) or not len(v):
-            out.append(None)
-        elif isinstance(v, np.ndarray):
-            raw = (v.dtype.str, v.tobytes())
-            key = memo.get(raw)
-            if key is None:
-                key = memo[raw] = tuple(v.tolist())
-            out.append(key)
-        else:
-            out.append(tuple(int(r) for r in v))
-    return out
+    return [_tuple_key(v, memo) for v in lists.to_numpy()]
+
+
+def _tuple_key(v: Any, memo: dict[tuple[str, bytes], tuple[int, ...]]) -> tuple[int, ...] | None:
+    if v is None or isinstance(v, float) or not len(v):
+        return None
+    if isinstance(v, np.ndarray):
+        raw = (v.dtype.str, v.tobytes())
+        key = memo.get(raw)
+        if key is None:
+            key = memo[raw] = tuple(v.tolist())
+        return key
+    return tuple(int(r) for r in v)
+
+
+def tuple_key_series(lists: pd.Series) -> pd.Series:
+    """``objects(tuple_keys(lists), lists.index)``, looking only at the rows that hold a
+    value, and once per distinct object (a launcher's member list is shared by the kernels
+    it launched; most communication rows of a CUDA trace have none)."""
+    values = lists.to_numpy()
+    out = np.full(len(values), None, dtype=object)
+    present = np.flatnonzero(~pd.isna(values)) if values.dtype == object else np.arange(0)
+    memo: dict[tuple[str, bytes], tuple[int, ...]] = {}
+    by_object: dict[int, tuple[int, ...] | None] = {}
+    held = values[present].tolist()  # held: the ids below stay those of live objects
+    keys = np.empty(len(held), dtype=object)
+    for i, v in enumerate(held):
+        key = by_object.get(id(v), _UNSEEN)
+        if key is _UNSEEN:
+            key = by_object[id(v)] = _tuple_key(v, memo)
+        keys[i] = key
+    out[present] = keys
+    return pd.Series(out, index=lists.index, dtype=object, copy=False)
+
+
+_UNSEEN: Any = object()
 
 
 def lane_time_keys(lanes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int]:

@@ -29,6 +29,7 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
+from tracekit.rules.keys import factorize
 from tracekit.rules.model import RuleSet
 
 STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
@@ -53,7 +54,7 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     rank = rank[order]
     index = comm.index[at]
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
-    every_call, sites = pd.factorize(comm[S.CALL_SITE])
+    every_call, sites = factorize(comm[S.CALL_SITE])
     call = every_call[at]
     if "" in set(sites):  # no call site and an empty one are the same
         call[call < 0] = list(sites).index("")
@@ -130,7 +131,7 @@ def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     annotations = events.loc[(events[S.KIND] == S.Kind.ANNOTATION).to_numpy(),
                              [S.RANK, S.TS_NS, S.DUR_NS, S.NAME]]
     names = annotations[S.NAME].fillna("").astype(str)
-    codes, distinct = pd.factorize(names)
+    codes, distinct = factorize(names)
     hits = pd.Series(distinct).str.contains(STEP_MARKER).to_numpy(dtype=bool)
     mask = hits[codes] if len(codes) else np.zeros(0, dtype=bool)
     return _enclosing(units, annotations.loc[mask, [S.RANK, S.TS_NS, S.DUR_NS]])
@@ -139,7 +140,7 @@ def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
 def _extract_layer(names: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
     """The ``layer`` group of ``pattern`` in each name that has it (the regex runs once per
     distinct name)."""
-    codes, distinct = pd.factorize(names)
+    codes, distinct = factorize(names)
     layer = pd.Series(distinct).str.extract(pattern)["layer"].to_numpy(dtype=object)
     values = layer[codes] if len(codes) else np.empty(0, dtype=object)
     return pd.Series(values, index=names.index, dtype=object).dropna()

@@ -28,7 +28,7 @@ from tracekit import model
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import row_codes
-from tracekit.rules.keys import first_rows
+from tracekit.rules.keys import first_rows, tuple_key_series
 from tracekit.rules.model import FrozenMap, LintRule, RuleSet
 from tracekit.topology import Topology
 
@@ -42,7 +42,8 @@ def _paths(rule: LintRule, rules: RuleSet, key: str) -> set[str]:
 
 def _units(comm: pd.DataFrame) -> pd.DataFrame:
     units = comm[comm[F.UNIT].astype(bool)] if F.UNIT in comm else comm.iloc[0:0]
-    return units.drop_duplicates([S.RANK, S.LOGICAL_ID])
+    # drop_duplicates([RANK, LOGICAL_ID]) in code space: the first row of each pair, in order
+    return units.iloc[np.sort(first_rows(row_codes(units[S.RANK], units[S.LOGICAL_ID])))]
 
 
 def _layer_key(units: pd.DataFrame) -> list[Any]:
@@ -248,7 +249,7 @@ def participants(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topol
         k_of = part[F.K_IN_GROUP].to_numpy(dtype=np.int64)
         ranks = part[S.RANK].to_numpy(dtype=np.int64)
         # per k: its distinct ranks must be exactly ``want``
-        pairs = np.unique(np.stack([k_of, ranks], axis=1), axis=0)
+        pairs = _pairs(k_of, ranks)
         ks, start = np.unique(pairs[:, 0], return_index=True)
         inside = np.isin(pairs[:, 1], list(want))
         n_in = np.add.reduceat(inside.astype(np.int64), start)
@@ -267,16 +268,22 @@ def participants(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topol
     return out
 
 
+def _pairs(k_of: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """``np.unique(np.stack([k_of, ranks], axis=1), axis=0)`` (k >= 0) as one integer key."""
+    low = int(ranks.min())
+    width = int(ranks.max()) - low + 1
+    key = np.unique(k_of * width + (ranks - low))
+    return np.stack([key // width, key % width + low], axis=1)
+
+
 def _communicators(units: pd.DataFrame, topo: Topology | None) -> pd.Series:
     """Sorted member ranks of each unit's communicator: its own pg_ranks, else the
     topology's group (None when neither says); looked up once per distinct value."""
-    own = units[S.PG_RANKS].to_numpy(dtype=object)
-    has_own = np.array([r is not None and not (isinstance(r, float) and r != r) and len(r) > 0
-                        for r in own], dtype=bool)
+    own = tuple_key_series(units[S.PG_RANKS]).to_numpy()  # None where missing or empty
+    has_own = pd.notna(own)
     out = np.full(len(units), None, dtype=object)
     if has_own.any():
-        listed = [tuple(r.tolist() if hasattr(r, "tolist") else r) for r in own[has_own]]
-        codes, distinct = pd.factorize(pd.Series(listed, dtype=object))
+        codes, distinct = pd.factorize(own[has_own])
         keys = np.empty(len(distinct), dtype=object)
         for i, ranks in enumerate(distinct):
             keys[i] = tuple(sorted(int(r) for r in ranks))

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
-from tracekit.rules.keys import lane_time_keys, row_codes
+from tracekit.rules.keys import factorize, lane_time_keys, row_codes
 
 _KEYS = [S.RANK, S.PID, S.TID]
 
@@ -71,11 +71,18 @@ def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
     for col in columns:
         out[col] = _written(table[col], at, table[col].to_numpy()[take])
     if reason_col is not None:
-        reasons = table[reason_col].to_numpy()[take]
-        out[reason_col] = _written(table[reason_col], at, np.array(
-            ["nested with a decided event: " + r if isinstance(r, str) else np.nan
-             for r in reasons], dtype=object))
+        out[reason_col] = _written(table[reason_col], at, prefixed(
+            table[reason_col].to_numpy()[take], "nested with a decided event: "))
     return out
+
+
+def prefixed(reasons: np.ndarray, prefix: str) -> np.ndarray:
+    """``prefix + reason`` for each text reason (NaN for the others), built once per distinct
+    reason: the rows share its string (hashed and compared by reference downstream)."""
+    codes, uniques = factorize(reasons)
+    table = np.array([*(prefix + r if isinstance(r, str) else np.nan
+                        for r in uniques.tolist()), np.nan], dtype=object)  # -1: NaN
+    return table[codes] if len(codes) else np.empty(0, dtype=object)
 
 
 def _written(column: pd.Series, at: np.ndarray, values: np.ndarray) -> pd.Series:

@@ -45,12 +45,16 @@ def _holds(when: When, facts: dict[str, object], topo: Topology | None) -> bool:
         topo is not None and (topo.config.attn_dp > 1) == when.dp_attention)
 
 
+_OF_KRULE = (F.LIBRARY, F.ROLE, F.MODE, F.KPATH)
+
+
 def rule_paths(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None) -> pd.DataFrame:
     """PATH and PATH_RULE from call sites, kernel rules and ``paths`` rules (object columns,
     None where no rule gives a path); decided once per distinct combination of facts."""
     facts_cols = [F.LOGICAL_OP, S.GROUP, F.LIBRARY, F.ROLE, F.MODE, S.CALL_SITE, F.CALL_PATH,
                   F.CALL_RULE, F.KPATH, F.KRULE]
-    codes = row_codes(*(comm[c] for c in facts_cols))
+    # library, role, mode and kernel path are the kernel rule's: KRULE stands for them in the key
+    codes = row_codes(*(comm[c] for c in facts_cols if c not in _OF_KRULE))
     reps = comm[facts_cols].iloc[first_rows(codes)].astype("object")
     paths = np.empty(len(reps), dtype=object)
     path_rules = np.empty(len(reps), dtype=object)

@@ -117,10 +117,21 @@ def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
     out.loc[grp, S.GROUP] = todo.loc[grp, _WANT_GROUP]
     out.loc[grp, S.STATUS] = Status.ATTRIBUTED
     out.loc[grp, F.GROUP_RULE] = "layer.signature"
-    prior = out.loc[grp, F.GROUP_REASON]
-    out.loc[grp, F.GROUP_REASON] = prior.where(prior.isna(), prior + "; ").fillna("") + note[grp]
+    out.loc[grp, F.GROUP_REASON] = _noted(out.loc[grp, F.GROUP_REASON].to_numpy(),
+                                          note[grp].to_numpy())
     pth = todo.index[todo[S.PATH].isna()]
     out.loc[pth, S.PATH] = todo.loc[pth, _WANT_PATH]
     out.loc[pth, F.PATH_RULE] = "layer.signature"
     out.loc[pth, F.PATH_REASON] = note[pth]
     return out
+
+
+def _noted(prior: np.ndarray, note: np.ndarray) -> np.ndarray:
+    """``prior + "; " + note`` (``note`` alone where there is no prior reason), built once
+    per distinct (prior, note) pair: the rows share its string."""
+    codes = row_codes(prior, note)
+    at = first_rows(codes)
+    table = np.empty(len(at), dtype=object)
+    for i, (p, n) in enumerate(zip(prior[at].tolist(), note[at].tolist(), strict=True)):
+        table[i] = ("" if pd.isna(p) else p + "; ") + n
+    return table[codes]
