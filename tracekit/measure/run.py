@@ -1,4 +1,10 @@
-"""measure_run: ATTRIBUTED -> MEASURED, PHASES and the extra tables of tracekit.measure.
+"""The measure stage in two halves, which both executions run (tracekit.pipeline):
+
+    measure_ranks  ATTRIBUTED (any ranks) -> RankMeasures: TIME_CLASSES and the comm rows
+                   (one per collective instance, with its exposed time); each rank alone
+    cross_rank     the comm rows of every rank + the run's groups -> CrossRanked: MEASURED,
+                   STRAGGLERS, a2a, fits, COVERAGE and the measures' FINDINGS
+    measure_run    both over a whole run -> Analysis (tracekit.api.measure)
 
 Steps: select the rows that carry each collective's time and match them across ranks
 (crossrank); size each collective the nccl-tests way and bound it with the hardware profile
@@ -15,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit import model, progress, schema
+from tracekit import model, schema
 from tracekit.measure import a2a, coverage, crossrank, evidence, fit
 from tracekit.measure.bounds import (
     A2A_OPS,
@@ -25,7 +31,7 @@ from tracekit.measure.bounds import (
     message_size_v,
 )
 from tracekit.measure.hardware import HardwareProfile, load_profile
-from tracekit.measure.phases import build_timeline, exposed_ns, time_classes
+from tracekit.measure.phases import Timeline, build_timeline, exposed_ns, time_classes
 from tracekit.measure.phasetable import phase_table
 from tracekit.measure.placement import group_layout, rank_nodes
 from tracekit.schema import BoundStatus, KernelClass, Op
@@ -177,44 +183,136 @@ def bound_findings(measured: pd.DataFrame, sized: _Sized) -> pa.Table:
     return evidence.exceeded_findings(measured, profile.name, profile.tolerance)
 
 
-def measure_run(run: model.Run, attributed: pa.Table,
-                options: model.AnalyzeOptions) -> model.Analysis:
-    """Fill MEASURED, PHASES and the tables time_classes, a2a_matrix, a2a, fits, stragglers."""
-    attributed = schema.conform(attributed, schema.ATTRIBUTED)
-    profile = load_profile(options.hardware) if options.hardware is not None else None
+# the columns of comm_table that cross_rank reads (not the row positions and ends that the
+# exposed time needed, the pid or the logical id)
+CROSS_RANK_COLUMNS = (
+    schema.RANK, schema.EVENT_ID, schema.TS_NS, schema.DUR_NS, schema.NAME, schema.OP,
+    schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
+    schema.IN_BYTES, schema.OUT_BYTES, schema.IN_SPLIT, schema.OUT_SPLIT, schema.GROUP_SIZE,
+    schema.PG_NAME, schema.PG_RANKS, schema.SEQ, schema.COMMS_ID, schema.PG_DESC,
+    schema.CORRELATION, crossrank.MEMBERS, crossrank.FROM_TOPOLOGY, schema.NOTIFY_NS,
+    schema.EXPOSED_NS, crossrank.HAS_CALL_SITE,
+)
+
+
+@dataclass
+class RankMeasures:
+    """The per-rank half of the measure (:func:`measure_ranks`): what each rank measures alone."""
+
+    comm: pa.Table  # one row per collective instance with its exposed time (comm_table)
+    classes: pa.Table  # TIME_CLASSES
+    timeline: Timeline  # the ranks' device lanes (the whole-run phase table reads them)
+
+
+@dataclass
+class CrossRanked:
+    """The cross-rank half of the measure (:func:`cross_rank`): run-wide tables."""
+
+    measured: pa.Table  # MEASURED, rows in matching order (start, then rank)
+    stragglers: pa.Table  # STRAGGLERS
+    a2a_matrix: pa.Table
+    a2a: pa.Table
+    fits: pa.Table
+    coverage: pa.Table  # COVERAGE
+    findings: pa.Table  # FINDINGS: stragglers, impossible efficiencies, absent members
+    hardware: dict[str, object] | None  # the profile as Analysis.info["hardware"] gives it
+
+
+def comm_table(attributed: pa.Table, timeline: Timeline | None = None) -> pa.Table:
+    """One row per collective instance of the ranks of ``attributed`` (conformed to
+    ATTRIBUTED), with its exposed (not overlapped) time: what :func:`cross_rank` reads.
+
+    The rows are crossrank.instance_rows (metadata completed from the CPU wrappers, kernels of
+    one logical collective merged); the call site, which only coverage reads and only as
+    "has one", travels as the flag ``crossrank.HAS_CALL_SITE``.
+    """
+    df = crossrank.instance_rows(attributed)
+    if len(df):
+        tl = timeline if timeline is not None else build_timeline(attributed)
+        fused = (df[schema.KERNEL_CLASS] == KernelClass.FUSED).to_numpy()
+        df[schema.EXPOSED_NS] = exposed_ns(
+            tl, df[crossrank.ROW].to_numpy(dtype=np.int64),
+            df[schema.TS_NS].to_numpy(dtype=np.int64),
+            df[crossrank.END].to_numpy(dtype=np.int64), fused)
+    else:
+        df[schema.EXPOSED_NS] = pd.Series(dtype="int64")
+    site = df[schema.CALL_SITE]
+    df[crossrank.HAS_CALL_SITE] = site.notna() & (site.astype(str) != "")
+    return pa.Table.from_pandas(df.drop(columns=[schema.CALL_SITE]), preserve_index=False)
+
+
+def measure_ranks(attributed: pa.Table) -> RankMeasures:
+    """The measures each rank takes alone: time classes and the communication rows with
+    their exposed time. ``attributed`` must be conformed to ATTRIBUTED."""
     tl = build_timeline(attributed)
-    with progress.stage("cross-rank"):
-        df = crossrank.match(crossrank.fill_members(crossrank.instance_rows(attributed),
-                                                    options.topology))
+    return RankMeasures(comm_table(attributed, tl), time_classes(tl), tl)
+
+
+def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions) -> CrossRanked:
+    """Match the collective instances of ``comm`` (comm_table's rows of every rank) across
+    ranks, then time, size and bound them (``options.hardware``) and find the stragglers.
+
+    ``run`` gives PROCESS_GROUPS, RANK_INFO and, where present, the events (CUDA-graph
+    launches for coverage) and the profiler's own times; ``options.topology`` fills the
+    members of communicators whose rows lack them.
+    """
+    profile = load_profile(options.hardware) if options.hardware is not None else None
+    df = crossrank.match(crossrank.fill_members(comm_frame(comm), options.topology))
     sized = size_and_bound(df, run, profile)
-    fused = (df[schema.KERNEL_CLASS] == KernelClass.FUSED).to_numpy()
-    exposed = exposed_ns(tl, df[crossrank.ROW].to_numpy(dtype=np.int64),
-                         df[schema.TS_NS].to_numpy(dtype=np.int64),
-                         df[crossrank.END].to_numpy(dtype=np.int64), fused)
-    measured = measured_frame(df, sized, exposed)
+    measured = measured_frame(df, sized, df[schema.EXPOSED_NS].to_numpy())
     measured_table = crossrank.table_of(measured, schema.MEASURED)
     cover = coverage.coverage_table(run, df, measured)
     ops = df[schema.OP].to_numpy(dtype=object)
-    inst = measured.assign(**{fit.BUS_BYTES: sized.size * bus_factor_v(ops, sized.n)})
+    first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
+    bus_bytes = sized.size * bus_factor_v(ops, sized.n)
+    fits = fit.fit_table(measured[first].assign(**{fit.BUS_BYTES: bus_bytes[first]}), profile)
     strag = crossrank.stragglers(df)
+    findings = _concat(crossrank.straggler_findings(strag, df), bound_findings(measured, sized),
+                       coverage.findings(cover))
+    return CrossRanked(measured_table, strag, sized.matrix, sized.summary, fits, cover,
+                       findings, _profile_info(profile))
+
+
+def comm_frame(comm: pa.Table) -> pd.DataFrame:
+    """comm_table's rows as the frame crossrank.match takes (an empty one when none), with
+    only the columns :func:`cross_rank` reads (CROSS_RANK_COLUMNS)."""
+    if not comm.num_rows:
+        comm = comm_table(schema.empty(schema.ATTRIBUTED))
+    comm = crossrank.with_call_site_flag(comm)  # comm rows written before the flag
+    return crossrank.frame(comm.select([c for c in CROSS_RANK_COLUMNS
+                                        if c in comm.column_names]))
+
+
+def analysis_of(run: model.Run, attributed: pa.Table, ranks: RankMeasures,
+                cross: CrossRanked) -> model.Analysis:
+    """The whole-run Analysis of both halves (the phase table needs both)."""
     analysis = model.Analysis(
         run=run,
         attributed=attributed,
-        measured=measured_table,
-        phases_table=phase_table(tl, attributed, crossrank.int_frame(measured_table)),
+        measured=cross.measured,
+        phases_table=phase_table(ranks.timeline, attributed,
+                                 crossrank.int_frame(cross.measured)),
         extra_tables={
-            "time_classes": time_classes(tl),
-            "a2a_matrix": sized.matrix,
-            "a2a": sized.summary,
-            "fits": fit.fit_table(inst.drop_duplicates(schema.INSTANCE), profile),
-            "stragglers": strag,
-            "coverage": cover,
+            "time_classes": ranks.classes,
+            "a2a_matrix": cross.a2a_matrix,
+            "a2a": cross.a2a,
+            "fits": cross.fits,
+            "stragglers": cross.stragglers,
+            "coverage": cross.coverage,
         },
-        findings_table=_concat(crossrank.straggler_findings(strag, df),
-                         bound_findings(measured, sized), coverage.findings(cover)),
+        findings_table=cross.findings,
     )
-    analysis.info["hardware"] = _profile_info(profile)
+    analysis.info["hardware"] = cross.hardware
     return analysis
+
+
+def measure_run(run: model.Run, attributed: pa.Table,
+                options: model.AnalyzeOptions) -> model.Analysis:
+    """Both halves over a whole run: MEASURED, PHASES and the tables time_classes,
+    a2a_matrix, a2a, fits, stragglers, coverage (tracekit.api.measure)."""
+    attributed = schema.conform(attributed, schema.ATTRIBUTED)
+    ranks = measure_ranks(attributed)
+    return analysis_of(run, attributed, ranks, cross_rank(ranks.comm, run, options))
 
 
 def _concat(*tables: pa.Table) -> pa.Table:
