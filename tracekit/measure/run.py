@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from tracekit import model, schema
+from tracekit import model, schema, tables
 from tracekit.measure import a2a, coverage, crossrank, evidence, fit
 from tracekit.measure.bounds import (
     A2A_OPS,
@@ -208,7 +209,7 @@ class RankMeasures:
 class CrossRanked:
     """The cross-rank half of the measure (:func:`cross_rank`): run-wide tables."""
 
-    measured: pa.Table  # MEASURED, rows in matching order (start, then rank)
+    measured: pa.Table  # MEASURED (rows in matching order unless cross_rank's rank_order)
     stragglers: pa.Table  # STRAGGLERS
     a2a_matrix: pa.Table
     a2a: pa.Table
@@ -248,19 +249,23 @@ def measure_ranks(attributed: pa.Table) -> RankMeasures:
     return RankMeasures(comm_table(attributed, tl), time_classes(tl), tl)
 
 
-def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions) -> CrossRanked:
+def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
+               rank_order: bool = False) -> CrossRanked:
     """Match the collective instances of ``comm`` (comm_table's rows of every rank) across
     ranks, then time, size and bound them (``options.hardware``) and find the stragglers.
 
     ``run`` gives PROCESS_GROUPS, RANK_INFO and, where present, the events (CUDA-graph
     launches for coverage) and the profiler's own times; ``options.topology`` fills the
-    members of communicators whose rows lack them.
+    members of communicators whose rows lack them. MEASURED comes in matching order (start,
+    then rank), or with ``rank_order`` by (rank, start, event id).
     """
     profile = load_profile(options.hardware) if options.hardware is not None else None
     df = crossrank.match(crossrank.fill_members(comm_frame(comm), options.topology))
     sized = size_and_bound(df, run, profile)
     measured = measured_frame(df, sized, df[schema.EXPOSED_NS].to_numpy())
-    measured_table = crossrank.table_of(measured, schema.MEASURED)
+    measured_table = crossrank.table_of(measured.sort_values(
+        [schema.RANK, schema.TS_NS, schema.EVENT_ID], kind="stable") if rank_order else measured,
+        schema.MEASURED)
     cover = coverage.coverage_table(run, df, measured)
     ops = df[schema.OP].to_numpy(dtype=object)
     first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
@@ -279,8 +284,35 @@ def comm_frame(comm: pa.Table) -> pd.DataFrame:
     if not comm.num_rows:
         comm = comm_table(schema.empty(schema.ATTRIBUTED))
     comm = crossrank.with_call_site_flag(comm)  # comm rows written before the flag
-    return crossrank.frame(comm.select([c for c in CROSS_RANK_COLUMNS
-                                        if c in comm.column_names]))
+    comm = comm.select([c for c in CROSS_RANK_COLUMNS if c in comm.column_names])
+    ranks = _ranks_by_members(comm)
+    # text as object arrays with one Python string per distinct value (names, groups and
+    # members repeat on every rank), not one per row
+    for i, f in enumerate(comm.schema):
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+            comm = comm.set_column(i, f.name, pc.dictionary_encode(comm.column(i)))
+    df = tables.to_frame(comm.drop_columns([schema.PG_RANKS]))
+    df.insert(comm.column_names.index(schema.PG_RANKS), schema.PG_RANKS,
+              pd.Series(ranks, dtype=object, copy=False))
+    return df
+
+
+def _ranks_by_members(comm: pa.Table) -> np.ndarray:
+    """PG_RANKS as an object array holding one array per communicator: rows with the same
+    MEMBERS (crossrank.instance_rows joins PG_RANKS into it) share it, instead of an array
+    of their own each (a list of 64 members is about 370 bytes a row)."""
+    lists = comm.column(schema.PG_RANKS).combine_chunks()
+    members = tables.decoded(comm.select([crossrank.MEMBERS])).column(0).combine_chunks()
+    codes = np.asarray(pc.fill_null(pc.dictionary_encode(members).indices, -1).to_numpy(),
+                       dtype=np.int64)
+    out = np.empty(len(codes), dtype=object)
+    keyed = codes >= 0
+    _, first, inverse = np.unique(codes[keyed], return_index=True, return_inverse=True)
+    shared = lists.take(pa.array(np.flatnonzero(keyed)[first])).to_numpy(zero_copy_only=False)
+    out[keyed] = shared[inverse]
+    if not keyed.all():
+        out[~keyed] = lists.filter(pa.array(~keyed)).to_numpy(zero_copy_only=False)
+    return out
 
 
 def analysis_of(run: model.Run, attributed: pa.Table, ranks: RankMeasures,

@@ -33,11 +33,9 @@ def match_and_bound(out: Path, ranks: list[int], info: Run, topo: Any,
                     options: AnalyzeOptions) -> CrossRanked:
     """The cross-rank half of the measure (tracekit.measure.run.cross_rank) over the ``comm``
     parts: only the columns it reads come off disk. MEASURED in (rank, start) order."""
-    comm = read_part(out, "comm", ranks, [*CROSS_RANK_COLUMNS, S.CALL_SITE])
-    cross = cross_rank(comm, info, dataclasses.replace(options, topology=topo))
-    cross.measured = cross.measured.sort_by(
-        [(S.RANK, "ascending"), (S.TS_NS, "ascending"), (S.EVENT_ID, "ascending")])
-    return cross
+    comm = read_part(out, "comm", ranks, [*CROSS_RANK_COLUMNS, S.CALL_SITE],
+                     text_dictionaries=True)
+    return cross_rank(comm, info, dataclasses.replace(options, topology=topo), rank_order=True)
 
 
 def lints(out: Path, ranks: list[int], rules: RuleSet, topo: Any, info: Run) -> pa.Table:
