@@ -80,7 +80,8 @@ def _flags(df: pd.DataFrame, measured: pd.DataFrame, launches: pa.Table | None) 
     meta = (df[schema.PG_NAME].notna() | df[schema.PG_DESC].notna()
             | df[schema.GROUP_SIZE].notna() | df[schema.COMMS_ID].notna()
             | (df[schema.PG_RANKS].notna() & ~topo.astype(bool)))
-    call = df[schema.CALL_SITE].notna() & (df[schema.CALL_SITE].astype(str) != "")
+    call = df[crossrank.HAS_CALL_SITE].astype(bool) if crossrank.HAS_CALL_SITE in df else (
+        df[schema.CALL_SITE].notna() & (df[schema.CALL_SITE].astype(str) != ""))
     eff = measured[schema.EFFICIENCY].notna()
     transfer = measured[schema.TRANSFER_NS].astype("float64")
     return pd.DataFrame({

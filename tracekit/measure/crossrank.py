@@ -44,6 +44,7 @@ N_SEEN = "_n_seen"
 LAST = "_last"
 N_GROUP = "_n_group"  # the communicator's real size (measure.evidence.group_size)
 FROM_TOPOLOGY = "_members_from_topology"  # the members were filled in from the layout
+HAS_CALL_SITE = "_has_call_site"  # the row has a call site (what coverage reads of it)
 
 # ops that are one collective whichever variant a rank recorded (the matching key's op)
 OP_FAMILY = {Op.ALL_TO_ALLV: Op.ALL_TO_ALL, Op.ALL_GATHERV: Op.ALL_GATHER,
@@ -288,6 +289,16 @@ def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]) -> pd.DataF
             merged[has] = values[has]
             df[col] = pd.Series(merged, index=df.index).infer_objects()
     return df
+
+
+def with_call_site_flag(rows: pa.Table) -> pa.Table:
+    """``rows`` with its call-site column replaced by the flag HAS_CALL_SITE (a call site
+    that is neither null nor empty): the strings are long and nothing after this reads them."""
+    if schema.CALL_SITE not in rows.column_names:
+        return rows
+    site = _decode(rows.column(schema.CALL_SITE))
+    flag = pc.fill_null(pc.and_(pc.is_valid(site), pc.not_equal(site, "")), False)
+    return rows.drop_columns([schema.CALL_SITE]).append_column(HAS_CALL_SITE, flag)
 
 
 def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:

@@ -1,4 +1,10 @@
-"""measure_run: ATTRIBUTED -> MEASURED, PHASES and the extra tables of tracekit.measure.
+"""The measure stage in two halves, which both executions run (tracekit.pipeline):
+
+    measure_ranks  ATTRIBUTED (any ranks) -> RankMeasures: TIME_CLASSES and the comm rows
+                   (one per collective instance, with its exposed time); each rank alone
+    cross_rank     the comm rows of every rank + the run's groups -> CrossRanked: MEASURED,
+                   STRAGGLERS, a2a, fits, COVERAGE and the measures' FINDINGS
+    measure_run    both over a whole run -> Analysis (tracekit.api.measure)
 
 Steps: select the rows that carry each collective's time and match them across ranks
 (crossrank); size each collective the nccl-tests way and bound it with the hardware profile
@@ -14,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from tracekit import model, progress, schema
+from tracekit import model, schema, tables
 from tracekit.measure import a2a, coverage, crossrank, evidence, fit
 from tracekit.measure.bounds import (
     A2A_OPS,
@@ -25,7 +32,7 @@ from tracekit.measure.bounds import (
     message_size_v,
 )
 from tracekit.measure.hardware import HardwareProfile, load_profile
-from tracekit.measure.phases import build_timeline, exposed_ns, time_classes
+from tracekit.measure.phases import Timeline, build_timeline, exposed_ns, time_classes
 from tracekit.measure.phasetable import phase_table
 from tracekit.measure.placement import group_layout, rank_nodes
 from tracekit.schema import BoundStatus, KernelClass, Op
@@ -103,13 +110,21 @@ class _Sized:
     profile: HardwareProfile | None = None
 
 
+def _member_ranks(df: pd.DataFrame) -> np.ndarray:
+    """The ranks of every distinct member list: one row per communicator (MEMBERS is the
+    text of PG_RANKS), not all of them (64 members on 100k rows are 6.4M values)."""
+    codes = pd.factorize(df[crossrank.MEMBERS])[0]
+    _, first = np.unique(codes[codes >= 0], return_index=True)
+    pick = np.concatenate([np.flatnonzero(codes >= 0)[first], np.flatnonzero(codes < 0)])
+    lists = df[schema.PG_RANKS].iloc[pick].astype(object)
+    return pa.array(lists.where(lists.notna(), None).tolist(),
+                    type=pa.list_(pa.int64())).flatten().to_numpy()
+
+
 def size_and_bound(df: pd.DataFrame, run: model.Run, profile: HardwareProfile | None) -> _Sized:
     """Group size, S, link class and bound per matched row; also separates transfer from
     wait where the evidence allows (measure.evidence: a lone member's wait is unknown)."""
-    members = pa.array(df[schema.PG_RANKS].astype(object).where(df[schema.PG_RANKS].notna(),
-                                                                 None).tolist(),
-                       type=pa.list_(pa.int64())).flatten().to_numpy()
-    ranks = np.concatenate([df[schema.RANK].to_numpy(dtype=np.int64), members])
+    ranks = np.concatenate([df[schema.RANK].to_numpy(dtype=np.int64), _member_ranks(df)])
     nodes = rank_nodes(run.rank_info, ranks, profile)
     n = evidence.group_size(df, run.process_groups).to_numpy()
     df[crossrank.N_GROUP] = n
@@ -177,44 +192,167 @@ def bound_findings(measured: pd.DataFrame, sized: _Sized) -> pa.Table:
     return evidence.exceeded_findings(measured, profile.name, profile.tolerance)
 
 
-def measure_run(run: model.Run, attributed: pa.Table,
-                options: model.AnalyzeOptions) -> model.Analysis:
-    """Fill MEASURED, PHASES and the tables time_classes, a2a_matrix, a2a, fits, stragglers."""
-    attributed = schema.conform(attributed, schema.ATTRIBUTED)
-    profile = load_profile(options.hardware) if options.hardware is not None else None
+# the columns of comm_table that cross_rank reads (not the row positions and ends that the
+# exposed time needed, the pid or the logical id)
+CROSS_RANK_COLUMNS = (
+    schema.RANK, schema.EVENT_ID, schema.TS_NS, schema.DUR_NS, schema.NAME, schema.OP,
+    schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
+    schema.IN_BYTES, schema.OUT_BYTES, schema.IN_SPLIT, schema.OUT_SPLIT, schema.GROUP_SIZE,
+    schema.PG_NAME, schema.PG_RANKS, schema.SEQ, schema.COMMS_ID, schema.PG_DESC,
+    schema.CORRELATION, crossrank.MEMBERS, crossrank.FROM_TOPOLOGY, schema.NOTIFY_NS,
+    schema.EXPOSED_NS, crossrank.HAS_CALL_SITE,
+)
+
+
+@dataclass
+class RankMeasures:
+    """The per-rank half of the measure (:func:`measure_ranks`): what each rank measures alone."""
+
+    comm: pa.Table  # one row per collective instance with its exposed time (comm_table)
+    classes: pa.Table  # TIME_CLASSES
+    timeline: Timeline  # the ranks' device lanes (the whole-run phase table reads them)
+
+
+@dataclass
+class CrossRanked:
+    """The cross-rank half of the measure (:func:`cross_rank`): run-wide tables."""
+
+    measured: pa.Table  # MEASURED (rows in matching order unless cross_rank's rank_order)
+    stragglers: pa.Table  # STRAGGLERS
+    a2a_matrix: pa.Table
+    a2a: pa.Table
+    fits: pa.Table
+    coverage: pa.Table  # COVERAGE
+    findings: pa.Table  # FINDINGS: stragglers, impossible efficiencies, absent members
+    hardware: dict[str, object] | None  # the profile as Analysis.info["hardware"] gives it
+
+
+def comm_table(attributed: pa.Table, timeline: Timeline | None = None) -> pa.Table:
+    """One row per collective instance of the ranks of ``attributed`` (conformed to
+    ATTRIBUTED), with its exposed (not overlapped) time: what :func:`cross_rank` reads.
+
+    The rows are crossrank.instance_rows (metadata completed from the CPU wrappers, kernels of
+    one logical collective merged); the call site, which only coverage reads and only as
+    "has one", travels as the flag ``crossrank.HAS_CALL_SITE``.
+    """
+    df = crossrank.instance_rows(attributed)
+    if len(df):
+        tl = timeline if timeline is not None else build_timeline(attributed)
+        fused = (df[schema.KERNEL_CLASS] == KernelClass.FUSED).to_numpy()
+        df[schema.EXPOSED_NS] = exposed_ns(
+            tl, df[crossrank.ROW].to_numpy(dtype=np.int64),
+            df[schema.TS_NS].to_numpy(dtype=np.int64),
+            df[crossrank.END].to_numpy(dtype=np.int64), fused)
+    else:
+        df[schema.EXPOSED_NS] = pd.Series(dtype="int64")
+    site = df[schema.CALL_SITE]
+    df[crossrank.HAS_CALL_SITE] = site.notna() & (site.astype(str) != "")
+    return pa.Table.from_pandas(df.drop(columns=[schema.CALL_SITE]), preserve_index=False)
+
+
+def measure_ranks(attributed: pa.Table) -> RankMeasures:
+    """The measures each rank takes alone: time classes and the communication rows with
+    their exposed time. ``attributed`` must be conformed to ATTRIBUTED."""
     tl = build_timeline(attributed)
-    with progress.stage("cross-rank"):
-        df = crossrank.match(crossrank.fill_members(crossrank.instance_rows(attributed),
-                                                    options.topology))
+    return RankMeasures(comm_table(attributed, tl), time_classes(tl), tl)
+
+
+def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
+               rank_order: bool = False) -> CrossRanked:
+    """Match the collective instances of ``comm`` (comm_table's rows of every rank) across
+    ranks, then time, size and bound them (``options.hardware``) and find the stragglers.
+
+    ``run`` gives PROCESS_GROUPS, RANK_INFO and, where present, the events (CUDA-graph
+    launches for coverage) and the profiler's own times; ``options.topology`` fills the
+    members of communicators whose rows lack them. MEASURED comes in matching order (start,
+    then rank), or with ``rank_order`` by (rank, start, event id).
+    """
+    profile = load_profile(options.hardware) if options.hardware is not None else None
+    df = crossrank.match(crossrank.fill_members(comm_frame(comm), options.topology))
     sized = size_and_bound(df, run, profile)
-    fused = (df[schema.KERNEL_CLASS] == KernelClass.FUSED).to_numpy()
-    exposed = exposed_ns(tl, df[crossrank.ROW].to_numpy(dtype=np.int64),
-                         df[schema.TS_NS].to_numpy(dtype=np.int64),
-                         df[crossrank.END].to_numpy(dtype=np.int64), fused)
-    measured = measured_frame(df, sized, exposed)
-    measured_table = crossrank.table_of(measured, schema.MEASURED)
+    measured = measured_frame(df, sized, df[schema.EXPOSED_NS].to_numpy())
+    measured_table = crossrank.table_of(measured.sort_values(
+        [schema.RANK, schema.TS_NS, schema.EVENT_ID], kind="stable") if rank_order else measured,
+        schema.MEASURED)
     cover = coverage.coverage_table(run, df, measured)
     ops = df[schema.OP].to_numpy(dtype=object)
-    inst = measured.assign(**{fit.BUS_BYTES: sized.size * bus_factor_v(ops, sized.n)})
+    first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
+    bus_bytes = sized.size * bus_factor_v(ops, sized.n)
+    fits = fit.fit_table(measured[first].assign(**{fit.BUS_BYTES: bus_bytes[first]}), profile)
     strag = crossrank.stragglers(df)
+    findings = _concat(crossrank.straggler_findings(strag, df), bound_findings(measured, sized),
+                       coverage.findings(cover))
+    return CrossRanked(measured_table, strag, sized.matrix, sized.summary, fits, cover,
+                       findings, _profile_info(profile))
+
+
+def comm_frame(comm: pa.Table) -> pd.DataFrame:
+    """comm_table's rows as the frame crossrank.match takes (an empty one when none), with
+    only the columns :func:`cross_rank` reads (CROSS_RANK_COLUMNS)."""
+    if not comm.num_rows:
+        comm = comm_table(schema.empty(schema.ATTRIBUTED))
+    comm = crossrank.with_call_site_flag(comm)  # comm rows written before the flag
+    comm = comm.select([c for c in CROSS_RANK_COLUMNS if c in comm.column_names])
+    ranks = _ranks_by_members(comm)
+    # text as object arrays with one Python string per distinct value (names, groups and
+    # members repeat on every rank), not one per row
+    for i, f in enumerate(comm.schema):
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+            comm = comm.set_column(i, f.name, pc.dictionary_encode(comm.column(i)))
+    df = tables.to_frame(comm.drop_columns([schema.PG_RANKS]))
+    df.insert(comm.column_names.index(schema.PG_RANKS), schema.PG_RANKS,
+              pd.Series(ranks, dtype=object, copy=False))
+    return df
+
+
+def _ranks_by_members(comm: pa.Table) -> np.ndarray:
+    """PG_RANKS as an object array holding one array per communicator: rows with the same
+    MEMBERS (crossrank.instance_rows joins PG_RANKS into it) share it, instead of an array
+    of their own each (a list of 64 members is about 370 bytes a row)."""
+    lists = comm.column(schema.PG_RANKS).combine_chunks()
+    members = tables.decoded(comm.select([crossrank.MEMBERS])).column(0).combine_chunks()
+    codes = np.asarray(pc.fill_null(pc.dictionary_encode(members).indices, -1).to_numpy(),
+                       dtype=np.int64)
+    out = np.empty(len(codes), dtype=object)
+    keyed = codes >= 0
+    _, first, inverse = np.unique(codes[keyed], return_index=True, return_inverse=True)
+    shared = lists.take(pa.array(np.flatnonzero(keyed)[first])).to_numpy(zero_copy_only=False)
+    out[keyed] = shared[inverse]
+    if not keyed.all():
+        out[~keyed] = lists.filter(pa.array(~keyed)).to_numpy(zero_copy_only=False)
+    return out
+
+
+def analysis_of(run: model.Run, attributed: pa.Table, ranks: RankMeasures,
+                cross: CrossRanked) -> model.Analysis:
+    """The whole-run Analysis of both halves (the phase table needs both)."""
     analysis = model.Analysis(
         run=run,
         attributed=attributed,
-        measured=measured_table,
-        phases_table=phase_table(tl, attributed, crossrank.int_frame(measured_table)),
+        measured=cross.measured,
+        phases_table=phase_table(ranks.timeline, attributed,
+                                 crossrank.int_frame(cross.measured)),
         extra_tables={
-            "time_classes": time_classes(tl),
-            "a2a_matrix": sized.matrix,
-            "a2a": sized.summary,
-            "fits": fit.fit_table(inst.drop_duplicates(schema.INSTANCE), profile),
-            "stragglers": strag,
-            "coverage": cover,
+            "time_classes": ranks.classes,
+            "a2a_matrix": cross.a2a_matrix,
+            "a2a": cross.a2a,
+            "fits": cross.fits,
+            "stragglers": cross.stragglers,
+            "coverage": cross.coverage,
         },
-        findings_table=_concat(crossrank.straggler_findings(strag, df),
-                         bound_findings(measured, sized), coverage.findings(cover)),
+        findings_table=cross.findings,
     )
-    analysis.info["hardware"] = _profile_info(profile)
+    analysis.info["hardware"] = cross.hardware
     return analysis
+
+
+def measure_run(run: model.Run, attributed: pa.Table,
+                options: model.AnalyzeOptions) -> model.Analysis:
+    """Both halves over a whole run: MEASURED, PHASES and the tables time_classes,
+    a2a_matrix, a2a, fits, stragglers, coverage (tracekit.api.measure)."""
+    attributed = schema.conform(attributed, schema.ATTRIBUTED)
+    ranks = measure_ranks(attributed)
+    return analysis_of(run, attributed, ranks, cross_rank(ranks.comm, run, options))
 
 
 def _concat(*tables: pa.Table) -> pa.Table:

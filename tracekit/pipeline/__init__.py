@@ -6,7 +6,8 @@
     partitioned   Execution Partitioned: rank by rank into a Parquet dataset
       batches       which rank files one task takes; what a worker sends back
       per_rank      the worker: parse, attribute, measure each rank of a task, write its parts
-      rank_measures the measures one rank takes alone
+      rank_measures a rank's ATTRIBUTED without the rules (the measures are
+                    tracekit.measure.run's per-rank half)
       batch_split   a batch's tables cut back into its ranks
       parts         the dataset's layout, writes and reads
       across_ranks  the run-wide stages on the parts

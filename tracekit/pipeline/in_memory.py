@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from tracekit import schema as S
 from tracekit.model import Analysis, AnalyzeOptions, LoadOptions, Run
 from tracekit.pipeline.stages import Execution, analyze, concat_findings
 
 if TYPE_CHECKING:
+    from tracekit.measure.run import RankMeasures
     from tracekit.rules.model import RuleSet
     from tracekit.summary import Summary
 
@@ -60,9 +62,6 @@ def infer_topology(run: Run, options: AnalyzeOptions) -> Any | None:
 class InMemory(Execution):
     """Every rank of the run in this process: EVENTS and ATTRIBUTED stay in the Analysis."""
 
-    # measure_run matches the instances across ranks while it measures
-    inside: ClassVar[dict[str, str]] = {"cross-rank": "measure"}
-
     def __init__(self, options: AnalyzeOptions, *, source: Path | None = None,
                  load: LoadOptions | None = None, run: Run | None = None,
                  flight_recorder: Path | bool = False, summarize: bool = False) -> None:
@@ -80,6 +79,7 @@ class InMemory(Execution):
         self.units: pa.Table | None = None
         self.rules: RuleSet | None = None
         self.topology: Any | None = None
+        self.rank_measures: RankMeasures | None = None
         self.analysis: Analysis | None = None
         self.findings_table: pa.Table | None = None
 
@@ -111,15 +111,28 @@ class InMemory(Execution):
         self.attributed, self.units = attribute_events(run, self.rules, self.topology)
 
     def measure(self) -> None:
+        from tracekit.measure.run import measure_ranks  # lazy: see the module doc
+
         assert self.attributed is not None, "stage attribute first"
-        # from here on the Analysis holds ATTRIBUTED (as measure conformed it): no second copy
-        attributed, self.attributed = self.attributed, None
-        self.analysis = measure(self._run(), attributed, self.options)
+        # conformed once: the phase table of stage cross-rank reads this same ATTRIBUTED
+        self.attributed = S.conform(self.attributed, S.ATTRIBUTED)
+        self.rank_measures = measure_ranks(self.attributed)
+
+    def cross_rank(self) -> None:
+        from tracekit.measure.run import analysis_of, cross_rank  # lazy: see the module doc
+
+        assert self.attributed is not None and self.rank_measures is not None, \
+            "stage measure first"
+        run, ranks = self._run(), self.rank_measures
+        cross = cross_rank(ranks.comm, run, self.options)
+        # from here on the Analysis holds ATTRIBUTED: no second reference
+        attributed, self.attributed, self.rank_measures = self.attributed, None, None
+        self.analysis = analysis_of(run, attributed, ranks, cross)
 
     def findings(self) -> None:
         from tracekit.rules.lints import run_lints  # lazy: see the module doc
 
-        assert self.analysis is not None and self.units is not None, "stage measure first"
+        assert self.analysis is not None and self.units is not None, "stage cross-rank first"
         assert self.rules is not None
         lints = run_lints(self.units, self.rules, self.topology, self._run())
         self.units = None

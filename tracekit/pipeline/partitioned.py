@@ -18,6 +18,7 @@ import pyarrow as pa
 from tracekit import schema as S
 from tracekit.engine import default_jobs, map_per_rank
 from tracekit.errors import BadInputError
+from tracekit.measure.run import CrossRanked
 from tracekit.model import Analysis, AnalyzeOptions, LoadOptions, Run
 from tracekit.parsers import trace_files
 from tracekit.pipeline import across_ranks
@@ -53,7 +54,7 @@ class Partitioned(Execution):
         self.info = Run(S.empty(S.EVENTS), S.empty(S.PROCESS_GROUPS), S.empty(S.RANK_INFO))
         self.rules: RuleSet | None = None
         self.topology: Any = None
-        self.cross: across_ranks.CrossRank | None = None
+        self.cross: CrossRanked | None = None
         self.findings_table: pa.Table | None = None
 
     @classmethod
@@ -97,7 +98,7 @@ class Partitioned(Execution):
     def findings(self) -> None:
         assert self.cross is not None and self.rules is not None, "stage cross-rank first"
         lints = across_ranks.lints(self.out, self.ranks, self.rules, self.topology, self.info)
-        self.findings_table = concat_findings(lints, *self.cross.findings)
+        self.findings_table = concat_findings(lints, self.cross.findings)
 
     def result(self) -> Analysis:
         assert self.cross is not None, "stage findings first"

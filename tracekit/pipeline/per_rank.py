@@ -21,12 +21,12 @@ import pyarrow as pa
 from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.measure.crossrank import ROW
-from tracekit.measure.phases import build_timeline, time_classes
+from tracekit.measure.run import measure_ranks
 from tracekit.model import LoadOptions, Run
 from tracekit.parsers import load_run
 from tracekit.pipeline import batch_split, parts
 from tracekit.pipeline.batches import BatchTask, RankDone
-from tracekit.pipeline.rank_measures import comm_subset, unattributed
+from tracekit.pipeline.rank_measures import unattributed
 from tracekit.rules.engine import attribute_events, resolve_topology
 from tracekit.rules.loader import load_rules
 
@@ -127,17 +127,15 @@ class _Measured:
 
 
 def _attribute_and_measure(task: BatchTask, run: Run, topo: Any) -> _Measured:
-    """Stages attribute (rank-local evidence only) and measure (rank-local measures)."""
+    """Stages attribute (rank-local evidence only) and measure (its per-rank half)."""
     if task.attribute:
         rules = load_rules(task.options.rules_files)
         attributed, units = attribute_events(run, rules, topo, cross_rank=False)
     else:
         attributed, units = unattributed(run.events), S.empty(S.COLLECTIVE_UNITS)
     attributed = S.conform(attributed, S.ATTRIBUTED)
-    timeline = build_timeline(attributed)
-    comm = comm_subset(attributed, timeline)
-    classes = time_classes(timeline)
-    return _Measured(attributed, units, comm, classes)
+    measures = measure_ranks(attributed)  # the per-rank half of the measure stage
+    return _Measured(attributed, units, measures.comm, measures.classes)
 
 
 def _process_group(task: BatchTask, group: list[_Parsed], topo: Any) -> dict[str, RankDone]:

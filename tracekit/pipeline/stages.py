@@ -14,11 +14,11 @@ An :class:`Execution` says how the stages run and where their tables live:
 * ``Partitioned`` (tracekit.pipeline.partitioned): the rank-local stages of each rank in a
   worker, written to Parquet parts; then the run-wide stages on the small parts.
 
-An execution may run a stage inside an earlier one (``Execution.inside``): the partitioned
-workers parse, attribute and measure a rank in one task; the in-memory measure stage
-(tracekit.measure.measure_run) matches across ranks as it measures. That stage then gets no
-call of its own and the earlier stage's progress line names both. :func:`execute` is where
-stage progress (tracekit.progress) is shown.
+Both run the one measure in its two halves (tracekit.measure.run): ``measure_ranks`` in
+stage measure, ``cross_rank`` in stage cross-rank. An execution may run a stage inside an
+earlier one (``Execution.inside``): the partitioned workers parse, attribute and measure a
+rank in one task. That stage then gets no call of its own and the earlier stage's progress
+line names both. :func:`execute` is where stage progress (tracekit.progress) is shown.
 """
 
 from __future__ import annotations
