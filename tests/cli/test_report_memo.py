@@ -55,6 +55,7 @@ def test_warm_run_writes_the_stored_reports(
                                               ("json", "markdown", "text"))
     assert json_file.read_text() == (tmp_path / "cold.json").read_text()
     assert text_file.read_text() == cold
+    assert md_file.read_text() == (tmp_path / "cold.md").read_text()
     # WHEN it is analysed again, rendering counted, with a marker planted in the stored JSON
     rendered: list[str] = []
     real = reports.render
