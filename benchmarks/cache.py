@@ -7,8 +7,8 @@ Each analysis runs in a fresh process (`python -m tracekit analyze RUN --hardwar
 OUT --cache-dir C`): first with an empty cache folder, then again (a hit), then a hit with
 ``--html`` too (rendered, then stored under ``C/reports``), then that again (the stored
 reports are written). ``--html-only`` times ``reports.render("html", analysis)`` on an
-analysis built
-in process, so that it can run against any tracekit checkout (put it first on PYTHONPATH).
+analysis built in process, so that it can run against any tracekit checkout (put it first on
+PYTHONPATH).
 Medians of ``--repeat``; wall-clock on a machine that may be shared (the load average is printed).
 """
 
