@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -49,31 +50,46 @@ def rank_spans(events: pa.Table) -> pa.Table:
     return out.sort_by([(S.RANK, "ascending")])
 
 
-def kernel_classes(events: pa.Table) -> pa.Array:
-    """KernelClass of each device row (null on host rows), from the packaged kernel-class
-    rules (tracekit/rules/data): the one definition of what a communication kernel is."""
-    from tracekit.rules.kernels import classify, rule_column
+def _class_codes(events: pa.Table) -> tuple[np.ndarray, list[str]]:
+    """Per row, an index into the returned distinct kernel classes (-1: a host row or no
+    class), from the packaged kernel-class rules (tracekit/rules/data): the one definition
+    of what a communication kernel is. Classified once per distinct (name, kind), in Arrow
+    dictionary code space: no string per row."""
+    from tracekit.rules.kernels import classify_table
     from tracekit.rules.loader import load_rules
 
     rules = load_rules()
-    frame = events.select([S.NAME, S.KIND]).to_pandas()
-    cls = rule_column(classify(frame, rules), rules, "cls")
+    rule = classify_table(events.select([S.NAME, S.KIND]), rules)
+    classes = sorted({r.cls for r in rules.kernel_classes if r.cls is not None})
+    of_rule = np.array([classes.index(r.cls) if r.cls is not None else -1
+                        for r in rules.kernel_classes] + [-1], dtype=np.int64)
+    codes = of_rule[np.where(rule < 0, len(of_rule) - 1, rule)]
     device = pc.is_in(events.column(S.KIND).cast(pa.string()),
                       pa.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]))
-    return pc.if_else(device, pa.array(cls, pa.string(), from_pandas=True), None)
+    device_np = np.asarray(device.to_numpy(zero_copy_only=False), dtype=bool) \
+        if events.num_rows else np.zeros(0, dtype=bool)
+    return np.where(device_np, codes, -1), classes
+
+
+def kernel_classes(events: pa.Table) -> pa.Array:
+    """KernelClass of each device row (null on host rows)."""
+    codes, classes = _class_codes(events)
+    values = pa.array([*classes, None], pa.string())
+    return values.take(pa.array(np.where(codes < 0, len(classes), codes)))
 
 
 def kernel_time(events: pa.Table) -> pa.Table:
+    codes, classes = _class_codes(events)
+    keep = codes >= 0
     t = pa.table({
-        S.RANK: events.column(S.RANK),
-        S.KERNEL_CLASS: kernel_classes(events),
-        S.DUR_NS: events.column(S.DUR_NS),
+        S.RANK: events.column(S.RANK).filter(pa.array(keep)),
+        "_cls": pa.array(codes[keep]),
+        S.DUR_NS: events.column(S.DUR_NS).filter(pa.array(keep)),
     })
-    t = t.filter(pc.is_valid(t.column(S.KERNEL_CLASS)))
-    g = t.group_by([S.RANK, S.KERNEL_CLASS]).aggregate([(S.DUR_NS, "sum"), (S.DUR_NS, "count")])
+    g = t.group_by([S.RANK, "_cls"]).aggregate([(S.DUR_NS, "sum"), (S.DUR_NS, "count")])
     out = pa.table({
         S.RANK: g.column(S.RANK),
-        S.KERNEL_CLASS: g.column(S.KERNEL_CLASS),
+        S.KERNEL_CLASS: pa.array(classes, pa.string()).take(g.column("_cls")),
         S.COUNT: g.column(f"{S.DUR_NS}_count"),
         S.DUR_NS: g.column(f"{S.DUR_NS}_sum"),
     })

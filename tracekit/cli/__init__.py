@@ -8,26 +8,82 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import click
 
 from tracekit.errors import TracekitError
 from tracekit.version import __version__
 
-# module name under tracekit.cli -> subcommand; a module that does not exist yet is skipped.
-SUBCOMMANDS = (
-    "analyze",
-    "topo",
-    "capture",
-    "calibrate",
-    "check",
-    "diff",
-    "export",
-    "synth",
-    "hang",
-    "schema_cmd",
-    "rules_cmd",
-)
+# subcommand -> module under tracekit.cli that defines it as ``command``; a module is imported
+# only when its subcommand runs (or ``--help`` lists them all), so `tracekit analyze` does not
+# load synth, capture or hang. A module that does not exist yet is skipped.
+SUBCOMMANDS: dict[str, str] = {
+    "analyze": "analyze",
+    "topo": "topo",
+    "capture": "capture",
+    "calibrate": "calibrate",
+    "check": "check",
+    "diff": "diff",
+    "export": "export",
+    "synth": "synth",
+    "hang": "hang",
+    "schema": "schema_cmd",
+    "rules": "rules_cmd",
+}
+
+
+def _load(name: str) -> click.Command | None:
+    module_name = f"tracekit.cli.{SUBCOMMANDS[name]}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None
+        raise
+    command: click.Command = module.command
+    return command
+
+
+class _Commands(dict[str, click.Command]):
+    """The group's commands, each imported on first lookup; iterating loads them all."""
+
+    def __missing__(self, name: str) -> click.Command:
+        command = _load(name) if name in SUBCOMMANDS else None
+        if command is None:
+            raise KeyError(name)
+        self[name] = command
+        return command
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def _all(self) -> None:
+        for name in SUBCOMMANDS:
+            self.get(name)
+
+    def __iter__(self) -> Iterator[str]:
+        self._all()
+        return iter(list(dict.keys(self)))
+
+    def keys(self) -> Any:
+        self._all()
+        return dict.keys(self)
+
+    def values(self) -> Any:
+        self._all()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self._all()
+        return dict.items(self)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,18 +92,7 @@ def cli() -> None:
     """Attribute collectives in distributed LLM traces to groups and paths, and bound them."""
 
 
-def _register() -> None:
-    for mod in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"tracekit.cli.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"tracekit.cli.{mod}":
-                continue
-            raise
-        cli.add_command(module.command)
-
-
-_register()
+cli.commands = _Commands()
 
 
 def click_one_line(exc: click.ClickException) -> str:

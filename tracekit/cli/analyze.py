@@ -25,6 +25,8 @@ from tracekit.errors import ConfigError
 if TYPE_CHECKING:
     from tracekit.io import Outputs
     from tracekit.model import Analysis
+    from tracekit.pipeline.request import Request
+    from tracekit.reports.memo import ReportMemo
     from tracekit.summary import Summary
 
 
@@ -139,26 +141,56 @@ def without_summary(analysis: Analysis) -> Analysis:
     return dataclasses.replace(analysis, extra_tables=kept)
 
 
-def report_text(analysis: Analysis, color: bool, verbose: bool = False) -> str:
+def report_text(analysis: Analysis, color: bool, verbose: bool = False,
+                memo: ReportMemo | None = None) -> str:
     """The terminal report (tracekit.reports.text) without the first summary's tables."""
     from tracekit import reports
 
-    text = reports.render("text", without_summary(analysis), color=color, verbose=verbose)
+    if memo is None:
+        text = reports.render("text", without_summary(analysis), color=color, verbose=verbose)
+    else:
+        from tracekit.reports.text import terminal_width
+
+        text = memo.render("text", without_summary(analysis), color=color, verbose=verbose,
+                           width=terminal_width())
     return text if isinstance(text, str) else text.decode()
 
 
 def write_reports(analysis: Analysis, targets: dict[str, Path | None],
-                  outputs: Outputs | None = None, *, events: bool = False) -> None:
+                  outputs: Outputs | None = None, *, events: bool = False,
+                  memo: ReportMemo | None = None) -> None:
     """Every report of ``targets``; with ``outputs`` staged there, else written together.
-    ``events``: the Parquet folder gets the EVENTS table too."""
+    ``events``: the Parquet folder gets the EVENTS table too. ``memo``: the rendered
+    reports kept in the cache (tracekit.reports.memo)."""
     from tracekit import io, reports
 
     with contextlib.ExitStack() as stack:
         plan = outputs if outputs is not None else stack.enter_context(io.Outputs())
         for name, target in targets.items():
-            if target is not None:
+            if target is None:
+                continue
+            if memo is not None and name != "parquet":
+                plan.write(target, memo.render(name, analysis))
+            else:
                 extra = {"events": events} if name == "parquet" else {}
                 reports.stage(name, analysis, target, plan, **extra)
+
+
+def report_memo(request: Request) -> ReportMemo | None:
+    """The rendered reports of ``request``'s derived cache entry, or None when the analysis
+    is not cached (no ``--cache-dir``, ``--parquet``, ``--partitioned``, no key)."""
+    from tracekit.pipeline import cache
+    from tracekit.reports.memo import ReportMemo
+
+    cache_dir = request.load.cache_dir
+    if cache_dir is None or not request.read_cache or request.partitioned is not None \
+            or request.summary_only:
+        return None
+    fr = request.flight_recorder
+    more = (Path(fr),) if isinstance(fr, Path) else ()
+    key = cache.derived_key(request.path, request.load, request.options, more,
+                            variant=request.variant)
+    return None if key is None else ReportMemo(Path(cache_dir), key)
 
 
 # ------------------------------------------------------------------ command
@@ -232,6 +264,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
         variant="analyze", partitioned=partitioned, flight_recorder=fr_dir or True,
         summary_only=summary_only,
         read_cache=parquet_out is None)  # the whole ATTRIBUTED goes to --parquet: no hit
+    memo = report_memo(request)  # keyed before the inputs are read, as the derived entry
     with plan:
         outcome = analyze_request(request)
         analysis, summary = outcome.analysis, outcome.summary
@@ -249,9 +282,10 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
             with progress.stage("reports"):
                 # the first summary's per-kernel tables go to --json only: every other
                 # report counts collectives once, by the op that was called
-                write_reports(analysis, {"json": json_out}, plan)
+                write_reports(analysis, {"json": json_out}, plan, memo=memo)
                 write_reports(without_summary(analysis), {
-                    "html": html_out, "markdown": markdown_out, "junit": junit_out}, plan)
+                    "html": html_out, "markdown": markdown_out, "junit": junit_out}, plan,
+                    memo=memo)
                 # the same result tables as `export --parquet`
                 write_reports(without_summary(analysis), {"parquet": parquet_out}, plan,
                               events=parquet_events)
@@ -259,7 +293,7 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
         click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
                    f"partitioned into {partitioned}")
     if partitioned is not None or not summary_only:  # the first summary's tables: --json only
-        click.echo(report_text(analysis, color=tty, verbose=verbose), nl=False)
+        click.echo(report_text(analysis, color=tty, verbose=verbose, memo=memo), nl=False)
     elif tty:
         assert summary is not None
         render_rich(summary, path)
