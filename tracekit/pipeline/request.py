@@ -14,9 +14,7 @@ from tracekit import progress
 from tracekit.model import Analysis, AnalyzeOptions, LoadOptions
 from tracekit.pipeline import cache
 from tracekit.pipeline.in_memory import InMemory
-from tracekit.pipeline.partitioned import Partitioned
 from tracekit.pipeline.stages import analyze, execute
-from tracekit.reports import digest_make
 from tracekit.summary import Summary
 
 
@@ -49,6 +47,10 @@ class Outcome:
 def analyze_request(req: Request) -> Outcome:
     """Run ``req``: from the derived cache when it holds this analysis, else every stage."""
     if req.partitioned is not None:
+        # imported here to keep pandas (the measure stage) out of a command's start-up: a
+        # bad input is refused before any stage module loads
+        from tracekit.pipeline.partitioned import Partitioned
+
         return Outcome(analyze(Partitioned(req.path, req.partitioned, req.options, req.load)),
                        None)
     key = _key(req)
@@ -66,6 +68,8 @@ def analyze_request(req: Request) -> Outcome:
                                 source=str(req.path)), ex.summary)
     analysis = analyze(ex)
     if req.variant == "analyze" or req.load.cache_dir is not None:
+        from tracekit.reports import digest_make  # lazy: pandas, as for Partitioned above
+
         digest_make.attach(analysis)  # before the entry is stored: reports read it from there
     if key is not None and req.load.cache_dir is not None:
         cache.write(req.load.cache_dir, key, analysis, ex.summary)
