@@ -11,7 +11,7 @@
 3. HTA (``_hta_env.py``'s pinned version, its own venv) in a fresh process: ``TraceAnalysis``
    over the same folder, then ``get_comm_comp_overlap`` and ``get_temporal_breakdown``.
 4. The per-stage breakdown: the same pipeline as the CLI in one fresh process, each stage
-   timed (parse, summary, attribute, measure, the cross-rank steps inside measure, reports),
+   timed (parse, summary, attribute, measure, cross-rank, findings, reports),
    with that process's own peak RSS (``ru_maxrss``) after each stage.
 5. ``--cache``: ``tracekit analyze --cache-dir`` twice (a cold cache, then a warm one) and the
    warm re-analysis time as a fraction of the first (printed only when the option works).
@@ -70,7 +70,6 @@ import json, resource, sys, time
 from pathlib import Path
 from tracekit.api import AnalyzeOptions, LoadOptions
 from tracekit.cli import analyze as cli
-from tracekit.measure import crossrank
 from tracekit.pipeline.in_memory import InMemory
 from tracekit.summary import summarize
 
@@ -84,19 +83,6 @@ def mark(name, t):
     c0[0] = time.process_time()
     rss[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-cross = [0.0, 0.0]
-def timed(fn):
-    def wrapper(*a, **k):
-        t, c = time.perf_counter(), time.process_time()
-        try:
-            return fn(*a, **k)
-        finally:
-            cross[0] += time.perf_counter() - t
-            cross[1] += time.process_time() - c
-    return wrapper
-for name in ("instance_rows", "fill_members", "match", "stragglers", "straggler_findings"):
-    setattr(crossrank, name, timed(getattr(crossrank, name)))
-
 src, out, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 ex = InMemory(AnalyzeOptions(hardware="h200"), source=src, load=LoadOptions(jobs=jobs))
 t = time.perf_counter()
@@ -109,13 +95,15 @@ t = time.perf_counter()
 ex.attribute()
 mark("attribute", t)
 t = time.perf_counter()
-ex.measure()  # the cross-rank stage runs inside it, in memory
+ex.measure()
+mark("measure", t)
+t = time.perf_counter()
+ex.cross_rank()
+mark("crossrank", t)
+t = time.perf_counter()
 ex.findings()
 analysis = ex.result()
-mark("measure", t)
-times["crossrank"], cpu["crossrank"] = cross
-times["measure"] -= cross[0]
-cpu["measure"] -= cross[1]
+mark("findings", t)
 t = time.perf_counter()
 cli.write_reports(analysis, {"json": out / "report.json", "html": out / "report.html"})
 mark("reports", t)
@@ -188,7 +176,7 @@ def stages(src: Path, jobs: int) -> dict[str, float]:
     cpu: dict[str, float] = m.result["cpu"]
     print(f"per-stage breakdown (one process, {m.result['events']:,} events; peak RSS of the "
           f"whole tree {fmt_gb(m.tree_peak_bytes)}):")
-    for name in ("parse", "summary", "attribute", "measure", "crossrank", "reports"):
+    for name in ("parse", "summary", "attribute", "measure", "crossrank", "findings", "reports"):
         after = (f" ({cpu[name]:.2f} s CPU of this process); its peak RSS after it "
                  f"{fmt_gb(rss[name])}" if name in rss else f" ({cpu[name]:.2f} s CPU)")
         print(f"  {name:10s} {times[name]:7.2f} s{after}")
