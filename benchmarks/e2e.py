@@ -85,28 +85,16 @@ def mark(name, t):
 
 src, out, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 ex = InMemory(AnalyzeOptions(hardware="h200"), source=src, load=LoadOptions(jobs=jobs))
-t = time.perf_counter()
-ex.parse()
-mark("parse", t)
-t = time.perf_counter()
-ex.summary = summarize(ex.run)
-mark("summary", t)
-t = time.perf_counter()
-ex.attribute()
-mark("attribute", t)
-t = time.perf_counter()
-ex.measure()
-mark("measure", t)
-t = time.perf_counter()
-ex.cross_rank()
-mark("crossrank", t)
-t = time.perf_counter()
-ex.findings()
-analysis = ex.result()
-mark("findings", t)
-t = time.perf_counter()
-cli.write_reports(analysis, {"json": out / "report.json", "html": out / "report.html"})
-mark("reports", t)
+def summary():
+    ex.summary = summarize(ex.run)
+def reports():
+    cli.write_reports(ex.result(), {"json": out / "report.json", "html": out / "report.html"})
+for name, step in (("parse", ex.parse), ("summary", summary), ("attribute", ex.attribute),
+                   ("measure", ex.measure), ("crossrank", ex.cross_rank),
+                   ("findings", ex.findings), ("reports", reports)):
+    t = time.perf_counter()
+    step()
+    mark(name, t)
 print(json.dumps({"times": times, "cpu": cpu, "rss": rss, "events": ex.run.events.num_rows}))
 """
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,18 +19,6 @@ import pytest
 from tracekit.cli import main
 from tracekit.pipeline import cache as cache_derived
 from tracekit.pipeline.in_memory import InMemory
-
-RUN = "tp4_full_tp"
-
-
-@pytest.fixture()
-def run_dir(sample_traces: Path, tmp_path: Path) -> Path:
-    src = sample_traces / RUN
-    if not src.is_dir():
-        pytest.skip(f"{src} is absent")
-    dst = tmp_path / "run"
-    shutil.copytree(src, dst)
-    return dst
 
 
 @pytest.fixture()
@@ -64,21 +51,21 @@ def entries(cache: Path) -> list[Path]:
 
 
 def test_second_run_hits_and_reports_are_identical(
-    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     calls: dict[str, int], caplog: pytest.LogCaptureFixture,
 ) -> None:
     # GIVEN a run analysed once without a cache (the reference reports)
     cache = tmp_path / "cache"
-    plain = analyze(capsys, run_dir, "--hardware", "h200", "--json", tmp_path / "plain.json",
+    plain = analyze(capsys, copied_run, "--hardware", "h200", "--json", tmp_path / "plain.json",
                     "--markdown", tmp_path / "plain.md")
     assert calls == {"parse": 1, "analyze": 1}
-    listing = sorted(p.name for p in run_dir.rglob("*"))
+    listing = sorted(p.name for p in copied_run.rglob("*"))
     # WHEN it is analysed twice with --cache-dir
-    first = analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
+    first = analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache,
                     "--json", tmp_path / "a.json", "--markdown", tmp_path / "a.md")
     assert calls == {"parse": 2, "analyze": 2}
     with caplog.at_level(logging.INFO, logger="tracekit.parsers.cache"):
-        second = analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
+        second = analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache,
                          "--json", tmp_path / "b.json", "--markdown", tmp_path / "b.md")
     # THEN the second run neither parsed nor analysed: it read the one cached entry
     assert calls == {"parse": 2, "analyze": 2}
@@ -93,22 +80,22 @@ def test_second_run_hits_and_reports_are_identical(
     report = json.loads((tmp_path / "b.json").read_text())
     assert report["run"]["events"] > 0  # the event count comes back without EVENTS
     # AND nothing was written into the input folder
-    assert sorted(p.name for p in run_dir.rglob("*")) == listing
+    assert sorted(p.name for p in copied_run.rglob("*")) == listing
 
 
 def test_another_report_of_the_same_run_is_a_hit(
-    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
+    copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
 ) -> None:
     cache = tmp_path / "cache"
-    analyze(capsys, run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json")
-    analyze(capsys, run_dir, "--cache-dir", cache, "--junit", tmp_path / "a.xml")
+    analyze(capsys, copied_run, "--cache-dir", cache, "--json", tmp_path / "a.json")
+    analyze(capsys, copied_run, "--cache-dir", cache, "--junit", tmp_path / "a.xml")
     assert calls["analyze"] == 1
     assert (tmp_path / "a.xml").read_text().startswith("<?xml")
 
 
 @pytest.mark.parametrize("change", ["rules", "hardware", "hardware_file", "option", "input"])
 def test_what_the_results_depend_on_misses(
-    change: str, run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    change: str, copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     calls: dict[str, int], h200_yaml: str,
 ) -> None:
     # GIVEN a user rule file, a hardware file and an analysis cached with them
@@ -117,7 +104,7 @@ def test_what_the_results_depend_on_misses(
     rules.write_text("version: 1\nname: mine\npaths: []\n")
     hw = tmp_path / "hw.yaml"
     hw.write_text(h200_yaml)
-    base = [run_dir, "--cache-dir", cache, "--rules", rules, "--json", tmp_path / "a.json"]
+    base = [copied_run, "--cache-dir", cache, "--rules", rules, "--json", tmp_path / "a.json"]
     analyze(capsys, *base, "--hardware", hw)
     analyze(capsys, *base, "--hardware", hw)
     assert calls["analyze"] == 1
@@ -132,7 +119,7 @@ def test_what_the_results_depend_on_misses(
     elif change == "option":
         extra += ["--on-error", "skip"]
     else:
-        trace = sorted(run_dir.glob("*.trace.json.gz"))[0]
+        trace = sorted(copied_run.glob("*.trace.json.gz"))[0]
         trace.write_bytes(trace.read_bytes())  # same bytes, a new modification time
     analyze(capsys, *base, *extra)
     # THEN the analysis runs again, into a second entry
@@ -149,11 +136,11 @@ def h200_yaml() -> str:
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated_meta", "foreign", "missing_table"])
 def test_a_corrupt_or_foreign_entry_is_recomputed(
-    damage: str, run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    damage: str, copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     calls: dict[str, int],
 ) -> None:
     cache = tmp_path / "cache"
-    args = [run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json"]
+    args = [copied_run, "--cache-dir", cache, "--json", tmp_path / "a.json"]
     analyze(capsys, *args)
     ref = (tmp_path / "a.json").read_bytes()
     (entry,) = entries(cache)
@@ -178,25 +165,25 @@ def test_a_corrupt_or_foreign_entry_is_recomputed(
 
 
 def test_summary_only_and_parquet_still_read_events(
-    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
+    copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
 ) -> None:
     cache = tmp_path / "cache"
-    analyze(capsys, run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json")
+    analyze(capsys, copied_run, "--cache-dir", cache, "--json", tmp_path / "a.json")
     # --parquet writes the whole ATTRIBUTED (a cache entry holds its instance rows only): the
     # parse (from the parse cache) and the analysis both run, and --parquet-events adds EVENTS
-    analyze(capsys, run_dir, "--cache-dir", cache, "--parquet", tmp_path / "p",
+    analyze(capsys, copied_run, "--cache-dir", cache, "--parquet", tmp_path / "p",
             "--parquet-events")
     assert calls == {"parse": 2, "analyze": 2}
     import pyarrow.parquet as pq
 
     assert pq.read_metadata(tmp_path / "p" / "attributed.parquet").num_rows > 0
     assert pq.read_metadata(tmp_path / "p" / "events.parquet").num_rows > 0
-    analyze(capsys, run_dir, "--cache-dir", cache, "--summary-only")
+    analyze(capsys, copied_run, "--cache-dir", cache, "--summary-only")
     assert calls == {"parse": 3, "analyze": 2}
 
 
 def test_check_with_another_threshold_reads_the_cache(
-    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # GIVEN `tracekit check` of a run with a cache folder, counting the analyses
@@ -208,7 +195,7 @@ def test_check_with_another_threshold_reads_the_cache(
     def check(*more: str) -> bytes:
         out = tmp_path / "check.json"
         with pytest.raises(SystemExit):
-            main(["check", str(run_dir), "--cache-dir", str(cache), "--json", str(out), *more])
+            main(["check", str(copied_run), "--cache-dir", str(cache), "--json", str(out), *more])
         capsys.readouterr()
         return out.read_bytes()
 
@@ -219,17 +206,17 @@ def test_check_with_another_threshold_reads_the_cache(
     assert len(ran) == 1
     assert again == first
     # AND an `analyze` of the same run keeps its own entry (its Analysis holds the summary)
-    analyze(capsys, run_dir, "--cache-dir", cache, "--json", tmp_path / "a.json")
+    analyze(capsys, copied_run, "--cache-dir", cache, "--json", tmp_path / "a.json")
     assert len(entries(cache)) == 2
 
 
 def test_no_derived_entry_inside_the_input_folder(
-    run_dir: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
+    copied_run: Path, capsys: pytest.CaptureFixture[str], calls: dict[str, int],
 ) -> None:
     # GIVEN a cache folder inside the run folder (allowed for the parse cache)
-    cache = run_dir / "cache"
-    analyze(capsys, run_dir, "--cache-dir", cache)
-    analyze(capsys, run_dir, "--cache-dir", cache)
+    cache = copied_run / "cache"
+    analyze(capsys, copied_run, "--cache-dir", cache)
+    analyze(capsys, copied_run, "--cache-dir", cache)
     # THEN no derived entry was written there and each analysis ran
     assert entries(cache) == []
     assert calls["analyze"] == 2

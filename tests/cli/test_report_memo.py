@@ -8,7 +8,6 @@ unreadable store still writes the freshly rendered report.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,6 @@ import pytest
 from tracekit import reports
 from tracekit.cli import main
 from tracekit.reports import memo
-
-RUN = "tp4_full_tp"
-
-
-@pytest.fixture()
-def run_dir(sample_traces: Path, tmp_path: Path) -> Path:
-    src = sample_traces / RUN
-    if not src.is_dir():
-        pytest.skip(f"{src} is absent")
-    dst = tmp_path / "run"
-    shutil.copytree(src, dst)
-    return dst
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *args: str | Path) -> str:
@@ -44,12 +31,12 @@ def stored(cache: Path, suffix: str) -> list[Path]:
 
 
 def test_warm_run_writes_the_stored_reports(
-    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # GIVEN a run analysed once with --cache-dir (reports rendered and stored)
     cache = tmp_path / "cache"
-    cold = analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
+    cold = analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache,
                    "--json", tmp_path / "cold.json", "--markdown", tmp_path / "cold.md")
     (json_file,), (md_file,), (text_file,) = (stored(cache, s) for s in
                                               ("json", "markdown", "text"))
@@ -62,7 +49,7 @@ def test_warm_run_writes_the_stored_reports(
     monkeypatch.setattr(reports, "render",
                         lambda name, *a, **k: rendered.append(name) or real(name, *a, **k))
     json_file.write_text('{"planted": true}\n')
-    warm = analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
+    warm = analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache,
                    "--json", tmp_path / "warm.json", "--markdown", tmp_path / "warm.md")
     # THEN the reports come from the store: nothing rendered, the marker written out
     assert rendered == []
@@ -72,16 +59,16 @@ def test_warm_run_writes_the_stored_reports(
 
 
 def test_other_options_or_hardware_render_afresh(
-    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     # GIVEN a run analysed once with --cache-dir
     cache = tmp_path / "cache"
-    analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
+    analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache,
             "--json", tmp_path / "a.json")
     # WHEN the terminal report asks for --verbose, then another hardware profile
-    analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache, "-v")
+    analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache, "-v")
     assert len(stored(cache, "text")) == 2
-    analyze(capsys, run_dir, "--hardware", "a100", "--cache-dir", cache,
+    analyze(capsys, copied_run, "--hardware", "a100", "--cache-dir", cache,
             "--json", tmp_path / "b.json")
     # THEN each is a store of its own (another key), and the JSON reports differ
     assert len(stored(cache, "json")) == 2
@@ -89,14 +76,14 @@ def test_other_options_or_hardware_render_afresh(
 
 
 def test_unwritable_store_still_writes_the_report(
-    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     # GIVEN a cache whose reports folder is a file (nothing can be stored there)
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / memo.SUBDIR).write_text("not a folder")
     # WHEN the run is analysed with --json
-    analyze(capsys, run_dir, "--hardware", "h200", "--cache-dir", cache,
+    analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache,
             "--json", tmp_path / "a.json")
     # THEN the report is written all the same, rendered afresh
     assert (tmp_path / "a.json").read_text().startswith("{")
