@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from tracekit.cli import main
 from tracekit.pipeline import cache as cache_derived
 from tracekit.pipeline.in_memory import InMemory
+from tracekit.reports import memo
 
 
 @pytest.fixture()
@@ -146,7 +148,7 @@ def test_a_corrupt_or_foreign_entry_is_recomputed(
     (entry,) = entries(cache)
     meta = entry / cache_derived.META
     if damage == "garbage":
-        (entry / "measured.parquet").write_bytes(b"not parquet at all")
+        (entry / f"measured{cache_derived.SUFFIX}").write_bytes(b"not parquet at all")
     elif damage == "truncated_meta":
         meta.write_text(meta.read_text()[:20])
     elif damage == "foreign":
@@ -154,14 +156,20 @@ def test_a_corrupt_or_foreign_entry_is_recomputed(
         data["key"] = "0" * 32
         meta.write_text(json.dumps(data))
     else:
-        (entry / "phases.parquet").unlink()
-    # WHEN the damaged entry is read: a miss, recomputed with no traceback, the same report
+        (entry / f"phases{cache_derived.SUFFIX}").unlink()
+    # WHEN the damaged entry is read (the stored reports removed, which would answer alone):
+    # a miss, recomputed with no traceback, the same report
+    shutil.rmtree(cache / memo.SUBDIR)
     analyze(capsys, *args)
     assert calls["analyze"] == 2
     assert (tmp_path / "a.json").read_bytes() == ref
-    # AND the entry was replaced: the next run hits
+    # AND the entry was replaced: the next run reads it
+    shutil.rmtree(cache / memo.SUBDIR)
+    hits = cache_derived.STATS.hits
     analyze(capsys, *args)
     assert calls["analyze"] == 2
+    assert cache_derived.STATS.hits == hits + 1
+    assert (tmp_path / "a.json").read_bytes() == ref
 
 
 def test_summary_only_and_parquet_still_read_events(
