@@ -4,6 +4,9 @@ The options become one tracekit.pipeline.request.Request; the pipeline runs the 
 run in memory, or ``--partitioned`` rank by rank) and the derived cache. What is here writes
 the results: the reports (``write_reports``; ``--parquet`` is the Parquet reporter of
 ``export``), and with ``--summary-only`` the first summary (``render_text``, ``write_json``).
+With ``--cache-dir``, a request whose every report (the terminal one included) is stored
+(tracekit.reports.memo) is answered from those files alone (``stored_reports``): no stage,
+no derived entry, no table library is loaded.
 """
 
 from __future__ import annotations

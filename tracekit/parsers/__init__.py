@@ -95,8 +95,9 @@ def load_run(path: Path, options: LoadOptions) -> Run:
     cached = _cached(fmt, inputs, options.cache_dir)
     if all(cached):
         # every rank is read back from the parse cache: no worker would parse anything, and
-        # starting a pool (and tracekit's import in each worker) costs more than the reads
-        options = dataclasses.replace(options, jobs=1)
+        # starting a pool or a Dask cluster (tracekit's import in each worker, the tables
+        # pickled back) costs more than the reads
+        options = dataclasses.replace(options, jobs=1, engine="local", scheduler=None)
     results = _map([(fmt.__name__, item, cache_dir) for item in inputs], options,
                    [0 if hit else item.size for item, hit in zip(inputs, cached, strict=True)])
     ranks, skipped = _apply_policy(path, fmt, results, options.on_error)
