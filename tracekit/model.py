@@ -1,5 +1,7 @@
 """The data model every stage passes along: a Run (what was read), the options of the
-stages, and an Analysis (the result tables reports read). Imports only the schema."""
+stages, and an Analysis (the result tables reports read). Imports only the standard library
+at first (the schema, and with it pyarrow, when a method needs it): the options are built,
+and a warm cached analysis keyed, before any table library loads."""
 
 from __future__ import annotations
 
@@ -9,12 +11,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from tracekit import schema
-
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,8 @@ class Run:
 
     @property
     def ranks(self) -> list[int]:
+        from tracekit import schema
+
         return sorted(set(self.rank_info.column(schema.RANK).to_pylist()))
 
 
@@ -100,18 +101,21 @@ class Analysis:
 
     def phases(self) -> pd.DataFrame:
         """PHASES as a DataFrame (per rank, per layer and all-rank total rows)."""
+        from tracekit import schema
         from tracekit.analysis_view import frame
 
         return frame(self.phases_table, schema.PHASES)
 
     def findings(self) -> pd.DataFrame:
         """FINDINGS as a DataFrame, lints and measurement findings together."""
+        from tracekit import schema
         from tracekit.analysis_view import frame
 
         return frame(self.findings_table, schema.FINDINGS)
 
     def coverage(self) -> pd.DataFrame:
         """COVERAGE as a DataFrame: the run row, then one row per communicator."""
+        from tracekit import schema
         from tracekit.analysis_view import frame
 
         return frame(self.extra_tables.get("coverage"), schema.COVERAGE)

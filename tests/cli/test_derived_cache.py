@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 from tracekit.cli import main
 from tracekit.pipeline import cache as cache_derived
 from tracekit.pipeline.in_memory import InMemory
+from tracekit.reports import memo
 
 
 @pytest.fixture()
@@ -93,7 +96,49 @@ def test_another_report_of_the_same_run_is_a_hit(
     assert (tmp_path / "a.xml").read_text().startswith("<?xml")
 
 
-@pytest.mark.parametrize("change", ["rules", "hardware", "hardware_file", "option", "input"])
+@pytest.mark.parametrize("other", ["format", "verbose", "threshold"])
+def test_an_option_that_changes_a_report_reuses_the_derived_tables(
+    other: str, copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    calls: dict[str, int],
+) -> None:
+    # GIVEN a run analysed once with --cache-dir (its entry and its rendered reports stored)
+    cache = tmp_path / "cache"
+    analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache,
+            "--json", tmp_path / "a.json")
+    assert calls == {"parse": 1, "analyze": 1}
+    hits = cache_derived.STATS.hits
+    # WHEN a report that was not rendered yet is asked for: another format, the terminal
+    # report with --verbose, `check` with another threshold (check keys its own entry: it is
+    # cached once, then read for the second threshold)
+    if other == "format":
+        args: list[str | Path] = ["--markdown", tmp_path / "b.md"]
+        ref: list[str | Path] = ["--markdown", tmp_path / "ref.md"]
+        out = analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache, *args)
+        plain = analyze(capsys, copied_run, "--hardware", "h200", *ref)
+        assert (tmp_path / "b.md").read_bytes() == (tmp_path / "ref.md").read_bytes()
+    elif other == "verbose":
+        out = analyze(capsys, copied_run, "--hardware", "h200", "--cache-dir", cache, "-v")
+        plain = analyze(capsys, copied_run, "--hardware", "h200", "-v")
+    else:
+        def check(*more: str | Path) -> str:
+            with pytest.raises(SystemExit):
+                main(["check", str(copied_run), "--hardware", "h200", *(str(m) for m in more)])
+            return capsys.readouterr().out
+
+        check("--cache-dir", cache, "--max-exposed-comm", "90")
+        assert calls["analyze"] == 2  # check's own entry, stored once
+        hits = cache_derived.STATS.hits
+        out = check("--cache-dir", cache, "--max-exposed-comm", "1")
+        plain = check("--max-exposed-comm", "1")
+    # THEN the derived entry was read (no parse, no attribution) and the report is the one
+    # an uncached analysis renders
+    assert cache_derived.STATS.hits == hits + 1
+    assert calls["analyze"] == (3 if other == "threshold" else 2)  # +1: the uncached one
+    assert out == plain
+
+
+@pytest.mark.parametrize("change", ["rules", "hardware", "hardware_file", "option", "input",
+                                    "replaced", "added"])
 def test_what_the_results_depend_on_misses(
     change: str, copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     calls: dict[str, int], h200_yaml: str,
@@ -118,9 +163,20 @@ def test_what_the_results_depend_on_misses(
         hw.write_text(h200_yaml + "# edited: the content, not the name, is keyed\n")
     elif change == "option":
         extra += ["--on-error", "skip"]
-    else:
+    elif change == "input":
         trace = sorted(copied_run.glob("*.trace.json.gz"))[0]
         trace.write_bytes(trace.read_bytes())  # same bytes, a new modification time
+    elif change == "replaced":
+        # another file in its place, same size and modification time: a new inode
+        trace = sorted(copied_run.glob("*.trace.json.gz"))[0]
+        st = trace.stat()
+        twin = copied_run / "twin.tmp"
+        twin.write_bytes(trace.read_bytes())
+        os.utime(twin, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(twin, trace)
+        assert (trace.stat().st_size, trace.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    else:
+        (copied_run / "notes.txt").write_text("a file more in the run folder\n")
     analyze(capsys, *base, *extra)
     # THEN the analysis runs again, into a second entry
     assert calls["analyze"] == 2
@@ -146,7 +202,7 @@ def test_a_corrupt_or_foreign_entry_is_recomputed(
     (entry,) = entries(cache)
     meta = entry / cache_derived.META
     if damage == "garbage":
-        (entry / "measured.parquet").write_bytes(b"not parquet at all")
+        (entry / f"measured{cache_derived.SUFFIX}").write_bytes(b"not parquet at all")
     elif damage == "truncated_meta":
         meta.write_text(meta.read_text()[:20])
     elif damage == "foreign":
@@ -154,14 +210,20 @@ def test_a_corrupt_or_foreign_entry_is_recomputed(
         data["key"] = "0" * 32
         meta.write_text(json.dumps(data))
     else:
-        (entry / "phases.parquet").unlink()
-    # WHEN the damaged entry is read: a miss, recomputed with no traceback, the same report
+        (entry / f"phases{cache_derived.SUFFIX}").unlink()
+    # WHEN the damaged entry is read (the stored reports removed, which would answer alone):
+    # a miss, recomputed with no traceback, the same report
+    shutil.rmtree(cache / memo.SUBDIR)
     analyze(capsys, *args)
     assert calls["analyze"] == 2
     assert (tmp_path / "a.json").read_bytes() == ref
-    # AND the entry was replaced: the next run hits
+    # AND the entry was replaced: the next run reads it
+    shutil.rmtree(cache / memo.SUBDIR)
+    hits = cache_derived.STATS.hits
     analyze(capsys, *args)
     assert calls["analyze"] == 2
+    assert cache_derived.STATS.hits == hits + 1
+    assert (tmp_path / "a.json").read_bytes() == ref
 
 
 def test_summary_only_and_parquet_still_read_events(
@@ -235,3 +297,14 @@ def test_the_code_fingerprint_covers_the_whole_package(tmp_path: Path) -> None:
     before = derived.code_fingerprint(pkg)
     (pkg / "deep" / "m.py").write_text("x = 2\n")
     assert derived.code_fingerprint(pkg) != before
+    # AND so does a change in a data file (the packaged rules, the hardware profiles), while
+    # compiled bytecode is not part of it
+    (pkg / "deep" / "kernels.yaml").write_text("version: 1\n")
+    with_rules = derived.code_fingerprint(pkg)
+    (pkg / "deep" / "kernels.yaml").write_text("version: 2\n")
+    assert derived.code_fingerprint(pkg) != with_rules
+    (pkg / "deep" / "__pycache__").mkdir()
+    (pkg / "deep" / "__pycache__" / "m.cpython-311.py").write_text("stale\n")
+    edited = derived.code_fingerprint(pkg)
+    (pkg / "deep" / "__pycache__" / "m.cpython-311.py").write_text("staler\n")
+    assert derived.code_fingerprint(pkg) == edited

@@ -8,10 +8,14 @@ unreadable store still writes the freshly rendered report.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import tracekit
 from tracekit import reports
 from tracekit.cli import main
 from tracekit.reports import memo
@@ -87,3 +91,34 @@ def test_unwritable_store_still_writes_the_report(
             "--json", tmp_path / "a.json")
     # THEN the report is written all the same, rendered afresh
     assert (tmp_path / "a.json").read_text().startswith("{")
+
+
+def test_warm_run_with_every_report_stored_loads_no_table_library(
+    copied_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a run analysed once with --cache-dir, --json and --html
+    cache = tmp_path / "cache"
+    args = [str(a) for a in (copied_run, "--hardware", "h200", "--cache-dir", cache)]
+    cold = analyze(capsys, *args, "--json", tmp_path / "cold.json", "--html",
+                   tmp_path / "cold.html")
+    # WHEN the same analysis runs again in a fresh process
+    probe = ("import sys\nfrom tracekit.cli import main\ntry:\n    main(sys.argv[1:])\n"
+             "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+             "heavy = [m for m in ('pyarrow', 'pandas', 'numpy', 'rich', 'bokeh', 'yaml',\n"
+             "                     'tracekit.schema', 'tracekit.parsers') if m in sys.modules]\n"
+             "sys.stderr.write('LOADED:' + ','.join(heavy))\n")
+    root = Path(tracekit.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("COLUMNS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "analyze", *args, "--json", str(tmp_path / "warm.json"),
+         "--html", str(tmp_path / "warm.html")],
+        capture_output=True, text=True, env=env, timeout=120, check=False)
+    # THEN it wrote the same reports and text, and never loaded pyarrow, pandas, rich, bokeh
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.rsplit("LOADED:", 1)[1] == ""
+    assert done.stdout == cold
+    for name in ("json", "html"):
+        assert (tmp_path / f"warm.{name}").read_bytes() == \
+            (tmp_path / f"cold.{name}").read_bytes()

@@ -4,6 +4,9 @@ The options become one tracekit.pipeline.request.Request; the pipeline runs the 
 run in memory, or ``--partitioned`` rank by rank) and the derived cache. What is here writes
 the results: the reports (``write_reports``; ``--parquet`` is the Parquet reporter of
 ``export``), and with ``--summary-only`` the first summary (``render_text``, ``write_json``).
+With ``--cache-dir``, a request whose every report (the terminal one included) is stored
+(tracekit.reports.memo) is answered from those files alone (``stored_reports``): no stage,
+no derived entry, no table library is loaded.
 """
 
 from __future__ import annotations
@@ -141,6 +144,13 @@ def without_summary(analysis: Analysis) -> Analysis:
     return dataclasses.replace(analysis, extra_tables=kept)
 
 
+def text_options(color: bool, verbose: bool) -> dict[str, Any]:
+    """The terminal report's options, as rendered and as its stored file is named."""
+    from tracekit.reports.terminal import terminal_width
+
+    return {"color": color, "verbose": verbose, "width": terminal_width()}
+
+
 def report_text(analysis: Analysis, color: bool, verbose: bool = False,
                 memo: ReportMemo | None = None) -> str:
     """The terminal report (tracekit.reports.text) without the first summary's tables."""
@@ -149,10 +159,7 @@ def report_text(analysis: Analysis, color: bool, verbose: bool = False,
     if memo is None:
         text = reports.render("text", without_summary(analysis), color=color, verbose=verbose)
     else:
-        from tracekit.reports.text import terminal_width
-
-        text = memo.render("text", without_summary(analysis), color=color, verbose=verbose,
-                           width=terminal_width())
+        text = memo.render("text", without_summary(analysis), **text_options(color, verbose))
     return text if isinstance(text, str) else text.decode()
 
 
@@ -176,21 +183,31 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
                 reports.stage(name, analysis, target, plan, **extra)
 
 
-def report_memo(request: Request) -> ReportMemo | None:
-    """The rendered reports of ``request``'s derived cache entry, or None when the analysis
-    is not cached (no ``--cache-dir``, ``--parquet``, ``--partitioned``, no key)."""
-    from tracekit.pipeline import cache
+def report_memo(request: Request, key: str | None) -> ReportMemo | None:
+    """The rendered reports of ``request``'s derived cache entry ``key``, or None when the
+    analysis is not cached (no ``--cache-dir``, ``--parquet``, ``--partitioned``, no key)."""
     from tracekit.reports.memo import ReportMemo
 
     cache_dir = request.load.cache_dir
-    if cache_dir is None or not request.read_cache or request.partitioned is not None \
-            or request.summary_only:
+    if key is None or cache_dir is None or not request.read_cache:
         return None
-    fr = request.flight_recorder
-    more = (Path(fr),) if isinstance(fr, Path) else ()
-    key = cache.derived_key(request.path, request.load, request.options, more,
-                            variant=request.variant)
-    return None if key is None else ReportMemo(Path(cache_dir), key)
+    return ReportMemo(Path(cache_dir), key)
+
+
+def stored_reports(memo: ReportMemo, targets: dict[str, Path | None],
+                   text: dict[str, Any]) -> tuple[dict[Path, bytes], bytes] | None:
+    """Every report of ``targets`` and the terminal report (``text``: its options) as
+    ``memo`` stored them, or None when one is not stored (then the analysis runs)."""
+    out: dict[Path, bytes] = {}
+    for name, target in targets.items():
+        if target is None:
+            continue
+        data = memo.lookup(name, {})
+        if data is None:
+            return None
+        out[target] = data
+    terminal = memo.lookup("text", text)
+    return None if terminal is None else (out, terminal)
 
 
 # ------------------------------------------------------------------ command
@@ -240,7 +257,8 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
     from tracekit import progress
     from tracekit.cli.outputs import plan_outputs
     from tracekit.model import AnalyzeOptions, LoadOptions
-    from tracekit.pipeline.request import Request, analyze_request
+    from tracekit.pipeline import cache
+    from tracekit.pipeline.request import Request, analyze_request, derived_key
 
     if parquet_events and parquet_out is None:
         raise ConfigError("--parquet-events needs --parquet DIR")
@@ -264,14 +282,29 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
         variant="analyze", partitioned=partitioned, flight_recorder=fr_dir or True,
         summary_only=summary_only,
         read_cache=parquet_out is None)  # the whole ATTRIBUTED goes to --parquet: no hit
-    memo = report_memo(request)  # keyed before the inputs are read, as the derived entry
+    # keyed once, before the inputs are read: the derived entry and its stored reports
+    key = derived_key(request)
+    memo = report_memo(request, key)
+    reports_of = {"json": json_out, "html": html_out, "markdown": markdown_out,
+                  "junit": junit_out}
+    stored = stored_reports(memo, reports_of, text_options(tty, verbose)) \
+        if memo is not None and parquet_out is None else None
+    if stored is not None:
+        # every report was rendered from this very analysis before: written as stored,
+        # without reading the derived entry (no pyarrow, pandas, rich or bokeh)
+        assert key is not None
+        cache.stored_reports_hit(key)
+        progress.note(f"reports from the cache ({key})")
+        with plan:
+            for target, data in stored[0].items():
+                plan.write(target, data)
+        click.echo(stored[1].decode(), nl=False)
+        return
     with plan:
-        outcome = analyze_request(request)
+        outcome = analyze_request(request, key)
         analysis, summary = outcome.analysis, outcome.summary
         if partitioned is not None:
-            write_reports(analysis, {"json": json_out, "html": html_out,
-                                     "markdown": markdown_out, "junit": junit_out,
-                                     "parquet": parquet_out}, plan)
+            write_reports(analysis, {**reports_of, "parquet": parquet_out}, plan)
         elif summary_only:
             assert summary is not None
             if json_out is not None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from tracekit.errors import ConfigError
-from tracekit.topology import Topology
+
+if TYPE_CHECKING:
+    from tracekit.topology import Topology
 
 FC = TypeVar("FC", bound=Callable[..., Any])
 
@@ -65,10 +67,14 @@ def topology_options(func: FC) -> FC:
 
 
 def topology_from_kwargs(kwargs: dict[str, Any]) -> Topology | None:
-    """Pop the topology options from a click kwargs dict and build the Topology (or None)."""
+    """Pop the topology options from a click kwargs dict and build the Topology (or None).
+    None when no size and no config file is given, without loading tracekit.topology (numpy,
+    pyarrow): a command's start-up stays light."""
+    picked = {k: kwargs.pop(k, None) for k in TOPOLOGY_KWARGS}
+    if all(v is None for k, v in picked.items() if k != "layout"):
+        return None  # as topology_from_options says: a layout alone is no topology
     from tracekit.topology.config import topology_from_options
 
-    picked = {k: kwargs.pop(k, None) for k in TOPOLOGY_KWARGS}
     topo = topology_from_options(**picked)
     if topo is not None and topo.reason:
         note(topo.reason)

@@ -13,7 +13,6 @@ implementation reaches (what busbw is compared against); ``nominal_gbps`` the li
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,6 +24,12 @@ import yaml
 
 from tracekit.errors import ConfigError
 from tracekit.measure.bounds import ring_steps_v
+from tracekit.measure.profile_source import (  # noqa: F401 (user_config_dir: re-exported)
+    is_file_spec,
+    named_profile,
+    packaged_dir,
+    user_config_dir,
+)
 
 TOPOLOGIES = ("switch", "mesh", "loopback")
 LOCAL = "local"  # pseudo link class of a rank's traffic to itself
@@ -113,15 +118,9 @@ class HardwareProfile:
         return self.links[self.inter]
 
 
-def user_config_dir() -> Path:
-    """Where `tracekit calibrate` writes profiles: $XDG_CONFIG_HOME/tracekit/hardware."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "tracekit" / "hardware"
-
-
 def packaged_profiles() -> list[str]:
     """Names of the profiles shipped with tracekit."""
-    root = resources.files("tracekit.measure") / "data"
+    root = packaged_dir()
     return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
@@ -237,17 +236,14 @@ def read_profile(path: Path) -> HardwareProfile:
 def load_profile(spec: str | Path) -> HardwareProfile:
     """A profile by name ('h200', 'cpu-gloo') or by the path of a YAML file."""
     candidate = Path(spec)
-    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+    if is_file_spec(candidate):
         if not candidate.exists():
             raise ConfigError("hardware profile file not found", candidate)
         return read_profile(candidate)
     name = str(spec)
-    user = user_config_dir() / f"{name}.yaml"
-    if user.is_file():
-        return read_profile(user)
-    packaged = resources.files("tracekit.measure") / "data" / f"{name}.yaml"
-    if packaged.is_file():
-        with resources.as_file(packaged) as real:
+    found = named_profile(name)
+    if found is not None:
+        with resources.as_file(found[1]) as real:
             return read_profile(Path(real))
     known = ", ".join(packaged_profiles())
     raise ConfigError(f"unknown hardware profile {name!r} (known: {known}; or give a YAML file)")

@@ -24,6 +24,7 @@ cheap: the formats load lazily, and a flat folder of files never imports the Asc
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,11 +92,31 @@ def load_run(path: Path, options: LoadOptions) -> Run:
     fmt = format_of(path)
     inputs: list[RankInput] = fmt.rank_inputs(path, options)
     cache_dir = str(options.cache_dir) if options.cache_dir else None
+    cached = _cached(fmt, inputs, options.cache_dir)
+    if all(cached):
+        # every rank is read back from the parse cache: no worker would parse anything, and
+        # starting a pool or a Dask cluster (tracekit's import in each worker, the tables
+        # pickled back) costs more than the reads
+        options = dataclasses.replace(options, jobs=1, engine="local", scheduler=None)
     results = _map([(fmt.__name__, item, cache_dir) for item in inputs], options,
-                   [item.size for item in inputs])
+                   [0 if hit else item.size for item, hit in zip(inputs, cached, strict=True)])
     ranks, skipped = _apply_policy(path, fmt, results, options.on_error)
     run: Run = fmt.assemble(path, ranks, skipped)
     return run
+
+
+def _cached(fmt: ModuleType, inputs: Sequence[RankInput], cache_dir: Path | None
+            ) -> list[bool]:
+    """Whether each rank has an entry in the parse cache (tracekit.parsers.cache)."""
+    if cache_dir is None:
+        return [False] * len(inputs)
+    out = []
+    for item in inputs:
+        try:
+            out.append((Path(cache_dir) / fmt.cache_key(item)).is_dir())
+        except OSError:
+            out.append(False)  # the parser words the error
+    return out
 
 
 def parse_rank_item(item: tuple[str, RankInput, str | None]) -> Any:

@@ -1,21 +1,24 @@
-"""An analysis as a command asks for it: which execution runs the stages, and the derived
-cache (tracekit.pipeline.cache) around them.
+"""An analysis as a command asks for it: which execution runs the stages, and the derived cache
+(tracekit.pipeline.cache) around them.
 
 `tracekit analyze`, `check`, `export` and `diff` build a :class:`Request` and call
-:func:`analyze_request`; they never call a stage themselves.
+:func:`analyze_request`; they never call a stage themselves. The stage modules are imported
+only when a stage runs: a cache hit loads none of them, and keying a request
+(:func:`derived_key`) imports neither pyarrow nor pandas.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracekit import progress
-from tracekit.model import Analysis, AnalyzeOptions, LoadOptions
 from tracekit.pipeline import cache
-from tracekit.pipeline.in_memory import InMemory
-from tracekit.pipeline.stages import analyze, execute
-from tracekit.summary import Summary
+
+if TYPE_CHECKING:
+    from tracekit.model import Analysis, AnalyzeOptions, LoadOptions
+    from tracekit.summary import Summary
 
 
 @dataclass(frozen=True)
@@ -44,21 +47,36 @@ class Outcome:
     cached: bool = False  # read from the derived cache
 
 
-def analyze_request(req: Request) -> Outcome:
-    """Run ``req``: from the derived cache when it holds this analysis, else every stage."""
+_UNSET = ""  # analyze_request's ``key`` when the caller did not compute it
+
+
+def analyze_request(req: Request, key: str | None = _UNSET) -> Outcome:
+    """Run ``req``: from the derived cache when it holds this analysis, else every stage.
+    ``key``: :func:`derived_key` of ``req`` when the caller computed it already (the CLI
+    keys a request once, for the cache entry and its stored reports)."""
     if req.partitioned is not None:
         # imported here to keep pandas (the measure stage) out of a command's start-up: a
         # bad input is refused before any stage module loads
         from tracekit.pipeline.partitioned import Partitioned
+        from tracekit.pipeline.stages import analyze
 
         return Outcome(analyze(Partitioned(req.path, req.partitioned, req.options, req.load)),
                        None)
-    key = _key(req)
+    if key == _UNSET:
+        key = derived_key(req)
     hit = cache.read(req.load.cache_dir, key) if key is not None and req.read_cache and \
         req.load.cache_dir is not None else None
     if hit is not None and (req.variant == "check" or hit.summary is not None):
         progress.note(f"derived results from the cache ({key})")
         return Outcome(hit.analysis, hit.summary, cached=True)
+    return _compute(req, key)
+
+
+def _compute(req: Request, key: str | None) -> Outcome:
+    from tracekit.model import Analysis
+    from tracekit.pipeline.in_memory import InMemory
+    from tracekit.pipeline.stages import analyze, execute
+
     ex = InMemory(req.options, source=req.path, load=req.load,
                   flight_recorder=req.flight_recorder, summarize=req.variant == "analyze")
     if req.summary_only:
@@ -76,9 +94,10 @@ def analyze_request(req: Request) -> Outcome:
     return Outcome(analysis, ex.summary)
 
 
-def _key(req: Request) -> str | None:
-    """The derived cache's key of ``req``, or None when it is not cached."""
-    if req.load.cache_dir is None or req.summary_only:
+def derived_key(req: Request) -> str | None:
+    """The derived cache's key of ``req``, or None when it is not cached (no cache folder,
+    ``--summary-only``, ``--partitioned``, an input that cannot be read)."""
+    if req.load.cache_dir is None or req.summary_only or req.partitioned is not None:
         return None
     more = (Path(req.flight_recorder),) if isinstance(req.flight_recorder, Path) else ()
     return cache.derived_key(req.path, req.load, req.options, more, variant=req.variant)

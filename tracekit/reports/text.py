@@ -19,8 +19,6 @@ The output depends only on the Analysis and the options (width 80 when not a ter
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import sys
 from typing import Any, Literal
 
@@ -32,8 +30,8 @@ from rich.text import Text
 from tracekit import schema as s
 from tracekit.model import Analysis
 from tracekit.reports import fmt, views
+from tracekit.reports.terminal import DEFAULT_WIDTH, terminal_width
 
-DEFAULT_WIDTH = 80  # columns when not on a terminal and $COLUMNS is unset
 GAP = 2  # spaces between two columns
 LABEL_MIN = 10  # a wrapping column is never squeezed below this many characters
 KEYS = 2  # leading label columns repeated when a table continues below
@@ -46,14 +44,6 @@ _RIGHT_SUFFIXES = ("_ns", "bytes", "count", "efficiency", "_gbps", "_pct", "rank
                    "n_eff", "share")
 # header underline, spaces between columns: plain ASCII without a terminal
 PLAIN = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
-
-
-def terminal_width() -> int:
-    """The terminal's width; not on a terminal: ``$COLUMNS`` when set, else 80."""
-    if sys.stdout.isatty():
-        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
-    env = os.environ.get("COLUMNS", "")
-    return int(env) if env.isdigit() and int(env) > 0 else DEFAULT_WIDTH
 
 
 def _cells(section: views.Section) -> dict[str, list[str]]:
