@@ -250,3 +250,25 @@ def test_every_plot_draws_glyphs_and_tables_sort(browser, report_page):
       return Array.from(g.tBodies[0].rows).filter((r) => r.offsetHeight > 0).length;""")
     assert shown == 1  # hidden rows take no space on the page
     assert _severe(browser) == []
+
+
+def test_binned_timeline_hover_names_class_share_and_bin(browser, analysis, tmp_path: Path):
+    # GIVEN a report whose timeline is binned (more kernels than the budget of 10)
+    from tracekit.reports import plotframes_agg as agg
+
+    page = reports.write("html", analysis, tmp_path / "binned.html", timeline_max=10)
+    assert "Device busy time per rank and kernel class" in page.read_text()
+    occ = agg.occupancy(analysis).frame
+    row = occ.assign(w=occ[plotframes.X1] - occ[plotframes.X0],
+                     h=occ[plotframes.Y1] - occ[plotframes.Y0]).sort_values("h").iloc[-1]
+    # WHEN chromium opens it and the pointer rests on the tallest bar of a bin
+    _open(browser, page, ("timeline",))
+    x = (row[plotframes.X0] + row[plotframes.X1]) / 2
+    y = (row[plotframes.Y0] + row[plotframes.Y1]) / 2
+    text = _hover(browser, x, y)
+    # THEN its tooltip says the class, the busy share in percent and the bin's bounds in
+    # time units, as the bar's own figures
+    assert f"class:{row[s.KERNEL_CLASS]}" in text.replace(" ", ""), text
+    assert f"busy:{100 * row[agg.SHARE]:.0f}%" in text.replace(" ", ""), text
+    assert "from:" in text and "to:" in text and ("ms" in text or "µs" in text), text
+    assert _severe(browser) == []
