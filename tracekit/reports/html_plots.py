@@ -89,6 +89,16 @@ def _log_ticks() -> Any:
     return LogTicker(mantissas=[1, 2, 5])
 
 
+def _lean(fig: Any) -> Any:
+    """``fig`` with its renderers' non-selection and muted glyphs left to bokehjs ("auto"):
+    bokeh.plotting makes both as models, though nothing on this page selects or mutes, and
+    every model costs serialising time and page size."""
+    for renderer in fig.renderers:
+        renderer.nonselection_glyph = "auto"
+        renderer.muted_glyph = "auto"
+    return fig
+
+
 def _rank_ticks(ranks: list[int]) -> list[int]:
     """Integer rank ticks: every rank up to 32, then a regular subset."""
     step = max(1, -(-len(ranks) // 32))
@@ -117,7 +127,7 @@ def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: li
     fig.xaxis.formatter = ms_ticks()
     fig.grid.grid_line_alpha = 0.3
     fig.name = root_name("timeline")
-    return fig
+    return _lean(fig)
 
 
 def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
@@ -180,7 +190,7 @@ def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
     fig.xaxis.formatter = ms_ticks()
     fig.grid.grid_line_alpha = 0.3
     fig.name = root_name("waterfall")
-    return fig
+    return _lean(fig)
 
 
 def phase_bars(parts: pd.DataFrame) -> Any:
@@ -211,7 +221,7 @@ def phase_bars(parts: pd.DataFrame) -> Any:
     fig.y_range.start = 0
     fig.xgrid.grid_line_color = None
     fig.name = root_name("phases")
-    return fig
+    return _lean(fig)
 
 
 def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[float, float]:
@@ -248,7 +258,7 @@ def efficiency(groups: pd.DataFrame) -> Any:
 
     Plain bokeh figures (one data source per communicator and op): holoviews spent most of
     the report's plotting time laying out these few markers."""
-    from bokeh.layouts import gridplot
+    from bokeh.layouts import row
     from bokeh.models import HoverTool, Span
 
     from tracekit.reports import plotframes_agg as agg
@@ -292,15 +302,13 @@ def efficiency(groups: pd.DataFrame) -> Any:
     right.add_tools(HoverTool(renderers=hover_right, tooltips=tips))
     for fig in (left, right):
         fig.legend.location = "bottom_right"
-    grid = gridplot([[left, right]], toolbar_location="above")
-    grid.name = root_name("efficiency")
-    return grid
+    return row(_lean(left), _lean(right), name=root_name("efficiency"))
 
 
 def a2a(data: pf.A2A) -> Any:
     """Left: the C[i][j] heat map (source rank i down, destination j across); right: bytes
     sent and received per rank."""
-    from bokeh.layouts import gridplot
+    from bokeh.layouts import row
     from bokeh.models import ColorBar, HoverTool, LinearColorMapper, Range1d
     from bokeh.palettes import Viridis256
     from bokeh.plotting import figure
@@ -344,6 +352,4 @@ def a2a(data: pf.A2A) -> Any:
     bars.yaxis.formatter = bytes_ticks()
     bars.y_range.start = 0
     bars.xgrid.grid_line_color = None
-    grid = gridplot([[heat, bars]], toolbar_location="above")
-    grid.name = root_name("a2a")
-    return grid
+    return row(_lean(heat), _lean(bars), name=root_name("a2a"))

@@ -89,9 +89,10 @@ def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
     edges = np.linspace(0.0, float(end.max()) or 1.0, bins + 1)
     width = edges[1] - edges[0]
     ranks = df[s.RANK].to_numpy()
-    kind = df[s.KERNEL_CLASS].to_numpy(dtype=object)
-    classes = [c for c in s.KernelClass.ALL if c in set(kind)]
-    by_class = {c: kind == c for c in classes}
+    present = set(df[s.KERNEL_CLASS].unique())
+    classes = [c for c in s.KernelClass.ALL if c in present]
+    codes = pd.Categorical(df[s.KERNEL_CLASS], categories=classes).codes  # compare ints
+    by_class = {c: codes == i for i, c in enumerate(classes)}
     rows = []
     for rank in np.unique(ranks):
         on_rank = ranks == rank
