@@ -232,3 +232,24 @@ def test_a2a_heatmap_has_integer_rank_ticks(analysis):
     tickers = [t for t in plot.select({"type": FixedTicker})]
     # THEN the rank axes tick at whole ranks 0..7
     assert any(list(t.ticks) == list(range(8)) for t in tickers)
+
+
+def test_a_page_without_plots_is_written_without_bokeh(events_only):
+    # GIVEN EVENTS with no device kernel (nothing for any plot to draw)
+    import dataclasses
+
+    import pyarrow.compute as pc
+
+    from tracekit.model import Analysis
+
+    ev = events_only.run.events
+    run = dataclasses.replace(events_only.run,
+                              events=ev.filter(pc.not_equal(ev.column(s.KIND), s.Kind.KERNEL)))
+    a = Analysis(run=run)
+    assert not any(p.plot is not None for p in html_report.panels(a))
+    # WHEN rendered THEN a full page of escaped sections and tables, with no bokeh code
+    html = reports.render("html", a)
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert _panel_ids(html)[:2] == ["summary", "legend"]
+    assert "per_rank" in _panel_ids(html) and 'id="tracekit_per_rank_grid"' in html
+    assert "bokeh" not in html.lower()
