@@ -71,7 +71,7 @@ SCRIPT = """
 
 STYLE = """
 .tk-table { margin: 6px 0; }
-.tk-table input { width: 320px; margin: 4px 0; padding: 3px 6px; font-size: 13px; }
+.tk-table input { display: block; width: 320px; margin: 4px 0; padding: 3px 6px; font-size: 13px; }
 .tk-scroll { max-height: MAXpx; overflow: auto; display: inline-block; max-width: 100%; }
 .tk-table table.data { margin: 0; }
 .tk-table th { cursor: pointer; position: sticky; top: 0; user-select: none; }
