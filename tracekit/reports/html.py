@@ -236,7 +236,8 @@ def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIM
 
     from tracekit.reports import html_tables
 
-    page = panels(analysis, timeline_max)
+    with frames.shared():  # the summary, the tables and the plots read the same sums
+        page = panels(analysis, timeline_max)
     for p in page:
         if not re.match(_PANEL_RE, p.key):
             raise ValueError(f"panel key {p.key!r} is not an identifier")
