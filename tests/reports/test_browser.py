@@ -213,37 +213,62 @@ return arguments[0].map((n) => {
 
 def test_every_plot_draws_glyphs_and_tables_sort(browser, report_page):
     # GIVEN the report of a full analysis open in chromium
-    _open(browser, report_page, (*PLOTS, "paths_table", "findings_table"))
+    _open(browser, report_page, PLOTS)
     # THEN each plot has glyph renderers with data, and nothing went to the console
     counts = browser.execute_script(GLYPHS, list(PLOTS))
     assert all(c > 0 for c in counts), dict(zip(PLOTS, counts, strict=True))
     assert _severe(browser) == []
-    # WHEN the "n" heading of the paths table is clicked twice, THEN the grid's rows are in
-    # ascending then descending count order (slickgrid sorts the view, not the data)
+    # WHEN the "n" heading of the paths table is clicked twice, THEN its rows are in
+    # ascending then descending count order
     script = """
-      const grid = Bokeh.documents[0].get_model_by_name('tracekit_paths_grid');
-      const v = Bokeh.index.get_one(grid);
-      const col = grid.columns.findIndex((c) => c.title === 'n');
-      const field = grid.columns[col].field;
-      const headers = v.shadow_el.querySelectorAll('.slick-header-column');
-      headers[col].click();
-      const read = () => { const out = []; for (let i = 0; i < v.grid.getDataLength(); i++)
-        out.push(v.grid.getDataItem(i)[field]); return out; };
+      const grid = document.getElementById('tracekit_paths_grid');
+      const heads = Array.from(grid.tHead.rows[0].cells);
+      const col = heads.findIndex((c) => c.textContent === 'n');
+      const read = () => Array.from(grid.tBodies[0].rows).map(
+        (r) => Number(r.cells[col].getAttribute('data-v')));
+      heads[col].click();
       const up = read();
-      headers[col].click();
-      return [up, read()];"""
-    up, down = browser.execute_script(script)
-    assert up == sorted(up) and down == sorted(down, reverse=True) and up != down
+      heads[col].click();
+      return [up, read(), read().length];"""
+    up, down, n = browser.execute_script(script)
+    assert n > 1 and up == sorted(up) and down == sorted(down, reverse=True) and up != down
     # WHEN text is typed in the findings filter THEN only matching rows stay
-    browser.execute_script("""
-      const box = Bokeh.documents[0].get_model_by_name('tracekit_findings_filter');
-      box.value_input = 'straggler';""")
+    from selenium.webdriver.common.by import By
+
+    browser.execute_script("document.getElementById('panel-findings').scrollIntoView()")
+    browser.find_element(By.ID, "tracekit_findings_filter").send_keys("straggler")
     deadline = time.monotonic() + 10
     rows = -1
     while time.monotonic() < deadline and rows != 1:
         rows = browser.execute_script("""
-          const g = Bokeh.documents[0].get_model_by_name('tracekit_findings_grid');
-          return Bokeh.index.get_one(g).grid.getDataLength();""")
+          const g = document.getElementById('tracekit_findings_grid');
+          return Array.from(g.tBodies[0].rows).filter((r) => !r.hidden).length;""")
         time.sleep(0.2)
     assert rows == 1
+    shown = browser.execute_script("""
+      const g = document.getElementById('tracekit_findings_grid');
+      return Array.from(g.tBodies[0].rows).filter((r) => r.offsetHeight > 0).length;""")
+    assert shown == 1  # hidden rows take no space on the page
+    assert _severe(browser) == []
+
+
+def test_binned_timeline_hover_names_class_share_and_bin(browser, analysis, tmp_path: Path):
+    # GIVEN a report whose timeline is binned (more kernels than the budget of 10)
+    from tracekit.reports import plotframes_agg as agg
+
+    page = reports.write("html", analysis, tmp_path / "binned.html", timeline_max=10)
+    assert "Device busy time per rank and kernel class" in page.read_text()
+    occ = agg.occupancy(analysis).frame
+    row = occ.assign(w=occ[plotframes.X1] - occ[plotframes.X0],
+                     h=occ[plotframes.Y1] - occ[plotframes.Y0]).sort_values("h").iloc[-1]
+    # WHEN chromium opens it and the pointer rests on the tallest bar of a bin
+    _open(browser, page, ("timeline",))
+    x = (row[plotframes.X0] + row[plotframes.X1]) / 2
+    y = (row[plotframes.Y0] + row[plotframes.Y1]) / 2
+    text = _hover(browser, x, y)
+    # THEN its tooltip says the class, the busy share in percent and the bin's bounds in
+    # time units, as the bar's own figures
+    assert f"class:{row[s.KERNEL_CLASS]}" in text.replace(" ", ""), text
+    assert f"busy:{100 * row[agg.SHARE]:.0f}%" in text.replace(" ", ""), text
+    assert "from:" in text and "to:" in text and ("ms" in text or "µs" in text), text
     assert _severe(browser) == []

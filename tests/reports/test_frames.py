@@ -125,3 +125,29 @@ def test_collective_counts_are_the_issued_collectives(tmp_path) -> None:
     assert sum(frames.attribution_counts(analysis).values()) == issued
     kernels = analysis.attributed.filter(analysis.attributed.column(s.IS_INSTANCE))
     assert kernels.num_rows > issued  # the kernels are more: counting them would disagree
+
+
+def test_shared_computes_the_sums_once_and_hands_out_copies(analysis, monkeypatch):
+    # GIVEN the phase totals' reader counted
+    calls = []
+    real = frames.to_frame
+
+    def counting(table, columns=()):
+        if table is analysis.phases_table:
+            calls.append(1)
+        return real(table, columns)
+
+    monkeypatch.setattr(frames, "to_frame", counting)
+    want = frames.phase_totals(analysis)
+    assert len(calls) == 1
+    # WHEN the totals are read three times inside shared() and one copy is changed
+    with frames.shared():
+        first = frames.phase_totals(analysis)
+        first[s.COUNT] = -1
+        second, third = frames.phase_totals(analysis), frames.phase_totals(analysis)
+    # THEN PHASES was read once for the three, each caller got the same unchanged figures,
+    # and outside shared() every call reads again
+    assert len(calls) == 2
+    assert second.equals(want) and third.equals(want)
+    frames.phase_totals(analysis)
+    assert len(calls) == 3

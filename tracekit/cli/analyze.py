@@ -170,9 +170,11 @@ def write_reports(analysis: Analysis, targets: dict[str, Path | None],
     ``events``: the Parquet folder gets the EVENTS table too. ``memo``: the rendered
     reports kept in the cache (tracekit.reports.memo)."""
     from tracekit import io, reports
+    from tracekit.reports import frames
 
     with contextlib.ExitStack() as stack:
         plan = outputs if outputs is not None else stack.enter_context(io.Outputs())
+        stack.enter_context(frames.shared())  # the sums every report reads, once for all
         for name, target in targets.items():
             if target is None:
                 continue

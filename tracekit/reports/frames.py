@@ -4,9 +4,19 @@ Nothing here plots or formats; nothing here measures. These functions only selec
 sort what the earlier stages computed, so every reporter (text, JSON, HTML, Markdown) shows
 the same figures. Every function accepts missing tables (None or empty) and returns an empty
 frame with the expected columns instead of failing.
+
+Inside ``with shared():`` (the CLI renders all its reports in one) the sums that several
+reports and panels read (phase and path totals, attribution counts, coverage rows) are
+computed once per analysis; each caller gets its own copy.
 """
 
 from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -36,6 +46,37 @@ PHASE_SUMS = (
 PATH_SUMS = (s.COUNT, s.MSG_BYTES, s.DUR_NS, s.TRANSFER_NS, s.WAIT_NS, s.NOTIFY_NS, s.BOUND_NS,
              s.EXPOSED_NS)
 PATH_KEYS = (s.PHASE, s.PATH, s.GROUP, s.OP)
+
+
+_SHARED: ContextVar[dict[tuple[str, int], tuple[Analysis, Any]] | None] = ContextVar(
+    "tracekit_report_frames", default=None)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def shared() -> Iterator[None]:
+    """Compute each ``@_once`` frame once per analysis while inside (nested: the outer one)."""
+    token = _SHARED.set({}) if _SHARED.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _SHARED.reset(token)
+
+
+def _once(fn: _F) -> _F:
+    """``fn(analysis)`` computed once inside ``shared()``; each call gets a copy."""
+    @functools.wraps(fn)
+    def wrapper(analysis: Analysis) -> Any:
+        memo = _SHARED.get()
+        if memo is None:
+            return fn(analysis)
+        key = (fn.__name__, id(analysis))
+        if key not in memo:  # the analysis is kept with it, so its id stays its own
+            memo[key] = (analysis, fn(analysis))
+        value = memo[key][1]
+        return value.copy() if isinstance(value, pd.DataFrame | dict) else value
+    return wrapper  # type: ignore[return-value]
 
 
 def has_rows(table: pa.Table | None) -> bool:
@@ -93,6 +134,7 @@ def _phase_order(values: pd.Series) -> pd.Series:
     return values.map(lambda p: order.get(p, len(order)))
 
 
+@_once
 def phase_totals(analysis: Analysis) -> pd.DataFrame:
     """One row per phase: PHASE_SUMS summed over ranks and layers, plus the efficiency.
 
@@ -187,6 +229,7 @@ def run_totals(phases: pd.DataFrame) -> dict[str, float | None]:
     return out
 
 
+@_once
 def path_totals(analysis: Analysis) -> pd.DataFrame:
     """One row per (phase, path, group, op) of MEASURED with PATH_SUMS and the efficiency.
 
@@ -217,6 +260,7 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     return sums.iloc[order][cols].reset_index(drop=True)
 
 
+@_once
 def attribution_counts(analysis: Analysis) -> dict[str, int]:
     """How many collective instances are attributed, ambiguous, unattributed."""
     counts = {status: 0 for status in s.Status.ALL}
@@ -306,6 +350,7 @@ _STATUS_WORDS = {
 }
 
 
+@_once
 def coverage_rows(analysis: Analysis) -> pd.DataFrame:
     """COVERAGE as a frame (empty when the measure stage did not run)."""
     table = analysis.tables.get(COVERAGE_TABLE)

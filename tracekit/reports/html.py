@@ -5,8 +5,9 @@ legend, timeline (each communication kernel per rank up to a budget; past it, ea
 share per kernel class in time bins), per-layer waterfall of the phases with the bound marked,
 time per phase, efficiency against message size with the bound drawn (or why there is none),
 the all-to-all matrix C[i][j], findings, then the other result tables. Each panel is a
-``<section id="panel-KEY">``; its plot is the bokeh root ``tracekit_KEY``, its table
-``tracekit_KEY_table`` (sortable, with a filter box).
+``<section id="panel-KEY">``; its plot is the bokeh root ``tracekit_KEY``, its table the
+element ``tracekit_KEY_table`` (escaped markup, sortable, with a filter box: not a bokeh
+model). A page without any plot is written without bokeh.
 
 Plot data comes from ``plotframes`` / ``plotframes_agg`` (pure); plots from ``html_plots``;
 tables from ``html_tables``; escaped fragments from ``html_parts``. The page template is built
@@ -37,11 +38,11 @@ class Panel:
     title: str  # plain text (escaped when the page is built)
     html: str  # escaped fragment
     plot: Any = None  # bokeh model named ``tracekit_<key>``, or None
-    table: Any = None  # bokeh layout named ``tracekit_<key>_table`` holder, or None
+    table: str = ""  # escaped fragment: the element ``tracekit_<key>_table``, or ""
 
     @property
     def roots(self) -> list[Any]:
-        return [m for m in (self.plot, self.table) if m is not None]
+        return [] if self.plot is None else [self.plot]
 
 
 def _table_panel(key: str, title: str, section: views.Section, t0: int, html: str = "",
@@ -50,7 +51,7 @@ def _table_panel(key: str, title: str, section: views.Section, t0: int, html: st
 
     note = parts.note(section.note) if section.note else ""
     return Panel(key, title, html + note, plot,
-                 html_tables.data_table(section, key, t0) if len(section.frame) else None)
+                 html_tables.data_table(section, key, t0) if len(section.frame) else "")
 
 
 def coverage_panel(analysis: Analysis, t0: int = 0) -> Panel | None:
@@ -126,7 +127,8 @@ def _efficiency_panel(analysis: Analysis, t0: int) -> Panel | None:
                         html=parts.note(note), plot=plots.efficiency(groups))
 
 
-def _plot_panels(analysis: Analysis, budget: int, t0: int) -> list[Panel]:
+def _plot_panels(analysis: Analysis, budget: int, t0: int,
+                 sections: list[views.Section]) -> list[Panel]:
     from tracekit.reports import html_plots as plots
 
     out: list[Panel] = []
@@ -145,7 +147,7 @@ def _plot_panels(analysis: Analysis, budget: int, t0: int) -> list[Panel]:
                          plots.waterfall(wf, agg.waterfall_bounds(wf))))
     phase_parts = pf.phase_parts(analysis)
     if len(phase_parts):
-        table = next((sec for sec in views.sections(analysis) if sec.key == "phases"), None)
+        table = next((sec for sec in sections if sec.key == "phases"), None)
         bars = plots.phase_bars(phase_parts)
         out.append(_table_panel("phases", "Time per phase: compute, fused, overlapped and "
                                 "exposed communication", table, t0, plot=bars)
@@ -166,8 +168,8 @@ def panels(analysis: Analysis, timeline_max: int = pf.TIMELINE_MAX) -> list[Pane
     coverage = coverage_panel(analysis, t0)
     if coverage is not None:
         out.append(coverage)
-    out += _plot_panels(analysis, timeline_max, t0)
-    sections = views.sections(analysis, extra_rows=HTML_TABLE_ROWS)
+    sections = views.sections(analysis, extra_rows=HTML_TABLE_ROWS)  # once for the page
+    out += _plot_panels(analysis, timeline_max, t0, sections)
     found = next((sec for sec in sections if sec.key == "findings"), None)
     if analysis.findings_table is not None:
         out.append(_table_panel("findings", "Findings", found, t0) if found else
@@ -181,14 +183,28 @@ def panels(analysis: Analysis, timeline_max: int = pf.TIMELINE_MAX) -> list[Pane
 
 
 def _template(keys: list[tuple[str, list[str]]]) -> str:
+    """The page body for bokeh's file template: per panel its title, fragment, plot and
+    table; the table script last."""
     body = []
     for key, roots in keys:
         embed = "".join(f"{{{{ embed(roots[{name!r}]) }}}}" for name in roots)
         body.append(f'<section id="panel-{key}"><h2>{{{{ titles[{key!r}] }}}}</h2>'
-                    f"{{{{ fragments[{key!r}] }}}}{embed}</section>")
+                    f"{{{{ fragments[{key!r}] }}}}{embed}{{{{ tables[{key!r}] }}}}</section>")
     return ("{% block postamble %}<style>{{ style }}</style>{% endblock %}\n"
             "{% block contents %}<h1>{{ heading }}</h1>\n" + "\n".join(body)
-            + "\n{% endblock %}")
+            + "\n<script>{{ table_script }}</script>\n{% endblock %}")
+
+
+def _plain_page(page: list[Panel], title: str) -> str:
+    """A page without any plot: the same sections and tables, no bokeh (not even imported)."""
+    from tracekit.reports import html_tables
+
+    body = "\n".join(f'<section id="panel-{p.key}"><h2>{parts.esc(p.title)}</h2>{p.html}'
+                      f"{p.table}</section>" for p in page)
+    return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{parts.esc(title)}</title>\n<style>{parts.STYLE}"
+            f"{html_tables.STYLE}</style>\n</head>\n<body>\n<h1>{parts.esc(title)}</h1>\n"
+            f"{body}\n<script>{html_tables.SCRIPT}</script>\n</body>\n</html>\n")
 
 
 def _inline_resources() -> Any:
@@ -218,13 +234,17 @@ def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIM
     """The report as one HTML document with every script inline."""
     import re
 
-    from bokeh.embed import file_html
+    from tracekit.reports import html_tables
 
-    page = panels(analysis, timeline_max)
+    with frames.shared():  # the summary, the tables and the plots read the same sums
+        page = panels(analysis, timeline_max)
     for p in page:
         if not re.match(_PANEL_RE, p.key):
             raise ValueError(f"panel key {p.key!r} is not an identifier")
+    if not any(p.roots for p in page):
+        return _plain_page(page, title)
     from bokeh.document import Document
+    from bokeh.embed import file_html
 
     doc = Document()
     with doc.models.freeze():  # one walk over the models for all roots, not one per root
@@ -234,8 +254,10 @@ def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIM
         doc, resources=_inline_resources(), title=title,
         template=_template([(p.key, [m.name for m in p.roots]) for p in page]),
         template_variables={
-            "style": parts.STYLE, "heading": parts.esc(title),
+            "style": parts.STYLE + html_tables.STYLE, "heading": parts.esc(title),
             "titles": {p.key: parts.esc(p.title) for p in page},
             "fragments": {p.key: p.html for p in page},
+            "tables": {p.key: p.table for p in page},
+            "table_script": html_tables.SCRIPT,
         },
     )

@@ -55,6 +55,15 @@ if (a >= 1 || a === 0) return p(tick, 4) + " ms";
 return p(tick * 1000, 3) + " µs";
 """
 _RATIO_TICKS = _P + "return p(tick, 3);"
+# a time in ms as the reports print it (tracekit.reports.fmt.ns): ms, µs or ns
+_HOVER_MS = """
+const f = (v, d) => v.toLocaleString("en-US", {minimumFractionDigits: d,
+                                                maximumFractionDigits: d});
+const ns = value * 1e6;
+if (Math.abs(ns) >= 1e6) return f(value, 3) + " ms";
+if (Math.abs(ns) >= 1e3) return f(ns / 1e3, 1) + " µs";
+return f(ns, 0) + " ns";
+"""
 _GBPS_TICKS = _P + """
 return tick >= 1 ? p(tick, 3) + " GB/s" : p(tick * 1000, 3) + " MB/s";
 """
@@ -80,6 +89,16 @@ def _log_ticks() -> Any:
     return LogTicker(mantissas=[1, 2, 5])
 
 
+def _lean(fig: Any) -> Any:
+    """``fig`` with its renderers' non-selection and muted glyphs left to bokehjs ("auto"):
+    bokeh.plotting makes both as models, though nothing on this page selects or mutes, and
+    every model costs serialising time and page size."""
+    for renderer in fig.renderers:
+        renderer.nonselection_glyph = "auto"
+        renderer.muted_glyph = "auto"
+    return fig
+
+
 def _rank_ticks(ranks: list[int]) -> list[int]:
     """Integer rank ticks: every rank up to 32, then a regular subset."""
     step = max(1, -(-len(ranks) // 32))
@@ -87,10 +106,11 @@ def _rank_ticks(ranks: list[int]) -> list[int]:
 
 
 def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: list[int],
-           line_width: float) -> Any:
-    """Rectangles (x0..x1, y0..y1, one colour each) per rank, rank 0 on top, as a plain bokeh
-    figure: holoviews would validate the colour of each of thousands of rectangles one by
-    one, which took most of a big run's report time."""
+           line_width: float, color: Any = pf.COLOR, formatters: dict[str, Any] | None = None,
+           ) -> Any:
+    """Rectangles (x0..x1, y0..y1; ``color`` a colour column or a colour mapping) per rank,
+    rank 0 on top, as a plain bokeh figure: holoviews would validate the colour of each of
+    thousands of rectangles one by one, which took most of a big run's report time."""
     from bokeh.models import ColumnDataSource, HoverTool, Range1d
     from bokeh.plotting import figure
 
@@ -99,15 +119,15 @@ def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: li
                  y_axis_label="rank", output_backend="canvas", toolbar_location="above")
     source = ColumnDataSource({str(c): df[c].to_numpy() for c in df.columns})
     glyphs = fig.quad(left=pf.X0, right=pf.X1, bottom=pf.Y0, top=pf.Y1, source=source,
-                      fill_color=pf.COLOR, line_color=pf.COLOR, line_width=line_width)
-    fig.add_tools(HoverTool(renderers=[glyphs], tooltips=tips))
+                      fill_color=color, line_color=color, line_width=line_width)
+    fig.add_tools(HoverTool(renderers=[glyphs], tooltips=tips, formatters=formatters or {}))
     lo, hi = (min(ranks), max(ranks)) if ranks else (0, 0)
     fig.y_range = Range1d(hi + 0.5, lo - 0.5)  # inverted: rank 0 at the top
     fig.yaxis.ticker = _rank_ticks(ranks) or [0]
     fig.xaxis.formatter = ms_ticks()
     fig.grid.grid_line_alpha = 0.3
     fig.name = root_name("timeline")
-    return fig
+    return _lean(fig)
 
 
 def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
@@ -119,10 +139,24 @@ def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
 
 
 def occupancy(occ: Any, ranks: list[int]) -> Any:
-    """Per rank, stacked busy share of each kernel class per time bin."""
-    tips = tooltips([("rank", s.RANK), ("class", s.KERNEL_CLASS), ("busy", "share_txt"),
-                     ("time", "bin_txt")])
-    return _quads(occ.frame, tips, max(260, min(1400, 26 * len(ranks) + 80)), ranks, 0.6)
+    """Per rank, stacked busy share of each kernel class per time bin: one data source, the
+    colour mapped from the class and the tooltip's share and bin formatted in the browser
+    (no text column per rectangle)."""
+    from bokeh.models import CategoricalColorMapper, CustomJSHover
+
+    from tracekit.reports import plotframes_agg as agg
+
+    classes = list(agg.CLASS_COLORS)
+    mapper = CategoricalColorMapper(factors=classes, palette=[agg.CLASS_COLORS[c]
+                                                               for c in classes],
+                                    nan_color="#bab0ac")
+    color = {"field": s.KERNEL_CLASS, "transform": mapper}
+    at = CustomJSHover(code=_HOVER_MS)
+    tips = [*tooltips([("rank", s.RANK), ("class", s.KERNEL_CLASS)]),
+            ("busy", f"@{{{agg.SHARE}}}{{0%}}"), ("from", f"@{{{pf.X0}}}{{custom}}"),
+            ("to", f"@{{{pf.X1}}}{{custom}}")]
+    return _quads(occ.frame, tips, max(260, min(1400, 26 * len(ranks) + 80)), ranks, 0.6,
+                  color=color, formatters={f"@{{{pf.X0}}}": at, f"@{{{pf.X1}}}": at})
 
 
 def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
@@ -156,7 +190,7 @@ def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
     fig.xaxis.formatter = ms_ticks()
     fig.grid.grid_line_alpha = 0.3
     fig.name = root_name("waterfall")
-    return fig
+    return _lean(fig)
 
 
 def phase_bars(parts: pd.DataFrame) -> Any:
@@ -187,7 +221,7 @@ def phase_bars(parts: pd.DataFrame) -> Any:
     fig.y_range.start = 0
     fig.xgrid.grid_line_color = None
     fig.name = root_name("phases")
-    return fig
+    return _lean(fig)
 
 
 def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[float, float]:
@@ -224,7 +258,7 @@ def efficiency(groups: pd.DataFrame) -> Any:
 
     Plain bokeh figures (one data source per communicator and op): holoviews spent most of
     the report's plotting time laying out these few markers."""
-    from bokeh.layouts import gridplot
+    from bokeh.layouts import row
     from bokeh.models import HoverTool, Span
 
     from tracekit.reports import plotframes_agg as agg
@@ -268,15 +302,13 @@ def efficiency(groups: pd.DataFrame) -> Any:
     right.add_tools(HoverTool(renderers=hover_right, tooltips=tips))
     for fig in (left, right):
         fig.legend.location = "bottom_right"
-    grid = gridplot([[left, right]], toolbar_location="above")
-    grid.name = root_name("efficiency")
-    return grid
+    return row(_lean(left), _lean(right), name=root_name("efficiency"))
 
 
 def a2a(data: pf.A2A) -> Any:
     """Left: the C[i][j] heat map (source rank i down, destination j across); right: bytes
     sent and received per rank."""
-    from bokeh.layouts import gridplot
+    from bokeh.layouts import row
     from bokeh.models import ColorBar, HoverTool, LinearColorMapper, Range1d
     from bokeh.palettes import Viridis256
     from bokeh.plotting import figure
@@ -320,6 +352,4 @@ def a2a(data: pf.A2A) -> Any:
     bars.yaxis.formatter = bytes_ticks()
     bars.y_range.start = 0
     bars.xgrid.grid_line_color = None
-    grid = gridplot([[heat, bars]], toolbar_location="above")
-    grid.name = root_name("a2a")
-    return grid
+    return row(_lean(heat), _lean(bars), name=root_name("a2a"))

@@ -32,7 +32,7 @@ CLASS_COLORS = {
 }
 
 # derived columns
-SHARE, SHARE_TXT, BIN_TXT = "share", "share_txt", "bin_txt"
+SHARE = "share"
 START_MS, END_MS, SEGMENT, PATHS = "start_ms", "end_ms", "segment", "paths"
 MS_TXT, BOUND_MS, BOUND_TXT = "ms_txt", "bound_ms", "bound_txt"
 N, EFF_MED, EFF_MIN, EFF_MAX = "n", "eff_median", "eff_min", "eff_max"
@@ -42,7 +42,10 @@ WITH_SIZE, WITH_BOUND, WITH_EFF = "with_size", "with_bound", "with_efficiency"
 
 @dataclass(frozen=True)
 class Occupancy:
-    frame: pd.DataFrame  # one rectangle per (rank, class, bin) with a non-zero share
+    # one rectangle per (rank, class, bin) with a non-zero share: x0, x1 (ms since the trace
+    # start), y0, y1, rank, kernel_class, share (0..1 of the bin); the plot colours by class
+    # and formats the share and the bin in its tooltip
+    frame: pd.DataFrame
     kernels: int  # device kernels aggregated
     bin_ms: float
 
@@ -77,8 +80,7 @@ def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
         return Occupancy(cached, int(meta.column(digest.KERNELS)[0].as_py()),
                          float(meta.column(digest.BIN_MS)[0].as_py()))
     df = _kernels(analysis)
-    empty = pd.DataFrame(columns=[pf.X0, pf.X1, pf.Y0, pf.Y1, s.RANK, s.KERNEL_CLASS,
-                                  pf.COLOR, SHARE_TXT, BIN_TXT])
+    empty = pd.DataFrame(columns=[pf.X0, pf.X1, pf.Y0, pf.Y1, s.RANK, s.KERNEL_CLASS, SHARE])
     if not len(df):
         return Occupancy(empty, 0, 0.0)
     t0 = pf.trace_start_ns(analysis)
@@ -87,9 +89,10 @@ def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
     edges = np.linspace(0.0, float(end.max()) or 1.0, bins + 1)
     width = edges[1] - edges[0]
     ranks = df[s.RANK].to_numpy()
-    kind = df[s.KERNEL_CLASS].to_numpy(dtype=object)
-    classes = [c for c in s.KernelClass.ALL if c in set(kind)]
-    by_class = {c: kind == c for c in classes}
+    present = set(df[s.KERNEL_CLASS].unique())
+    classes = [c for c in s.KernelClass.ALL if c in present]
+    codes = pd.Categorical(df[s.KERNEL_CLASS], categories=classes).codes  # compare ints
+    by_class = {c: codes == i for i, c in enumerate(classes)}
     rows = []
     for rank in np.unique(ranks):
         on_rank = ranks == rank
@@ -109,15 +112,10 @@ def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
             rows.append(pd.DataFrame({
                 pf.X0: edges[:-1][keep] / pf.MS, pf.X1: edges[1:][keep] / pf.MS,
                 pf.Y0: y0, pf.Y1: y0 + 0.8 * stack[i][keep], s.RANK: int(rank),
-                s.KERNEL_CLASS: cls, pf.COLOR: CLASS_COLORS.get(cls, "#bab0ac"),
-                SHARE: stack[i][keep]}))
+                s.KERNEL_CLASS: cls, SHARE: stack[i][keep]}))
     if not rows:
         return Occupancy(empty, len(df), width / pf.MS)
-    out = pd.concat(rows, ignore_index=True)
-    out[SHARE_TXT] = (100 * out.pop(SHARE)).map(lambda v: f"{v:.0f}%")
-    out[BIN_TXT] = [f"{fmt.ns(a * pf.MS)} - {fmt.ns(b * pf.MS)}"
-                    for a, b in zip(out[pf.X0], out[pf.X1], strict=True)]
-    return Occupancy(out, len(df), width / pf.MS)
+    return Occupancy(pd.concat(rows, ignore_index=True), len(df), width / pf.MS)
 
 
 WATERFALL_PARTS = (  # (segment, PHASES column): laid end to end within a phase
