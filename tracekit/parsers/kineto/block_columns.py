@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.decode import (
     COMM_FIELDS,
     RAW_FIELDS,
@@ -136,15 +137,15 @@ def _times(values: Sequence[Any], key: str, start: int) -> pa.Array:
 def _codes_matching(col: pa.DictionaryArray, pred: Callable[[pa.Array], Any]) -> np.ndarray:
     """Boolean mask of the rows whose dictionary value satisfies ``pred`` (evaluated once per
     distinct value)."""
-    hit = np.asarray(pc.fill_null(pred(col.dictionary), False), dtype=bool)
+    hit = np.asarray(V.fill_null(pred(col.dictionary), False), dtype=bool)
     codes = np.flatnonzero(hit)
     if not codes.size:
         return np.zeros(len(col), dtype=bool)
-    return np.isin(col.indices.fill_null(-1).to_numpy(zero_copy_only=False), codes)
+    return np.isin(V.fill_null(col.indices, -1).to_numpy(zero_copy_only=False), codes)
 
 
 def _one_of(values: Sequence[str]) -> Callable[[pa.Array], Any]:
-    return lambda d: pc.is_in(d, pa.array(values))
+    return lambda d: pc.is_in(d, V.strings(values))
 
 
 def _any_prefix(dictionary: pa.Array) -> pa.Array:

@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.parsers.kineto import arrow_values as V
+
 _DICT = pa.dictionary(pa.int32(), pa.string())
 
 
@@ -49,7 +51,7 @@ def encode_codes(codes: np.ndarray, values: Sequence[str | None]) -> pa.Dictiona
     else:
         row = np.take(table, codes32)  # int32 indices without an intp copy
     texts = list(distinct)
-    dictionary = pa.array([texts[k] for k in order], pa.string())
+    dictionary = V.strings([texts[k] for k in order])
     nulls = n and int(row.min()) < 0  # no null: no mask to build
     indices = masked(row, row >= 0 if nulls else None, pa.int32())
     return pa.DictionaryArray.from_arrays(indices, dictionary)
@@ -59,7 +61,7 @@ def dict_codes(arr: pa.DictionaryArray) -> np.ndarray:
     """The int32 codes of a dictionary array, -1 for null."""
     indices = arr.indices
     if arr.null_count:
-        indices = pc.fill_null(indices, -1)
+        indices = V.fill_null(indices, -1)
     return np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int32)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema as S
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto import native as A
 from tracekit.parsers.kineto.accumulator import Accumulator
 from tracekit.parsers.kineto.block_columns import COMM_TYPES, _any_prefix, _codes_matching
@@ -106,7 +107,7 @@ def _copy(ptr: int, ctype: Any, n: int) -> np.ndarray:
 def _strings(off_ptr: int, data_ptr: int, size: int) -> pa.StringArray:
     """A copy of an accumulator dictionary's strings."""
     if not size:
-        return pa.array([], pa.string())
+        return V.strings([])
     offsets = _copy(off_ptr, ctypes.c_int32, size + 1)
     end = int(offsets[size])
     data = ctypes.string_at(data_ptr, end) if end else b""

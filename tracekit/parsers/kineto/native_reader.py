@@ -33,11 +33,11 @@ from typing import Any, BinaryIO
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.limits import MAX_EVENT, LimitExceeded
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto import native as A
 from tracekit.parsers.kineto import read as R
 from tracekit.parsers.kineto.accumulator import Accumulator, Fed
@@ -138,7 +138,8 @@ def _merge_comm(read: pa.Table | None, decoded: list[pa.Table]) -> pa.Table | No
     if len(parts) == 1:
         return parts[0]
     merged = pa.concat_tables(parts)
-    return merged.take(np.argsort(merged.column(RAW_IDX).to_numpy(), kind="stable"))
+    return merged.take(V.from_numpy(np.argsort(merged.column(RAW_IDX).to_numpy(),
+                                               kind="stable")))
 
 
 def _has_comm(a: Args) -> bool:
@@ -222,7 +223,7 @@ class _Feeder(Accumulator):
             codes = np.array([self._intern(which, v) for v in col.dictionary.to_pylist()],
                              dtype=np.int32)
             idx = col.indices
-            picked = codes[np.asarray(pc.fill_null(idx, 0).to_numpy(zero_copy_only=False),
+            picked = codes[np.asarray(V.fill_null(idx, 0).to_numpy(zero_copy_only=False),
                                       dtype=np.int64)] if len(codes) else np.zeros(
                 len(idx), dtype=np.int32)
             valid = None if idx.null_count == 0 else np.asarray(idx.is_valid(), dtype=bool)
