@@ -22,6 +22,7 @@ import pyarrow as pa
 from tracekit import schema as S
 from tracekit.errors import BadInputError, ConfigError
 from tracekit.model import LoadOptions, Run
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.comm import kernel_rules_digest, parse_int_list
 from tracekit.parsers.kineto.dict_codes import conform
 from tracekit.parsers.kineto.events_table import build_events_from
@@ -169,18 +170,18 @@ def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> Rank
         release_memory(events.num_rows)
     events = events.replace_schema_metadata(
         {**(events.schema.metadata or {}), S.READER_KEY.encode(): trace.reader.encode()})
-    groups = pa.Table.from_pylist(rows, schema=_plain(S.PROCESS_GROUPS))
+    groups = V.from_rows(rows, _plain(S.PROCESS_GROUPS))
     base = _bounded_int(trace.meta.get("baseTimeNanoseconds"), "baseTimeNanoseconds", path,
                         -_I64 - 1, _I64)
     world = _bounded_int(info.get("world_size"), "distributedInfo.world_size", path, 0, _I32)
-    rank_info = pa.Table.from_pylist([{
+    rank_info = V.from_rows([{
         S.RANK: r, S.SOURCE: str(path), S.FORMAT: FORMAT,
         S.BACKEND: info.get("backend") if isinstance(info.get("backend"), str) else None,
         S.WORLD_SIZE: world,
         S.HOST: trace.meta.get("host_name") if isinstance(trace.meta.get("host_name"), str)
         else None,
         S.BASE_TIME_NS: base, S.COUNT: events.num_rows,
-    }], schema=_plain(S.RANK_INFO))
+    }], _plain(S.RANK_INFO))
     return RankTables(
         r, events, conform(groups, S.PROCESS_GROUPS), conform(rank_info, S.RANK_INFO))
 

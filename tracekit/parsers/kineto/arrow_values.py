@@ -122,3 +122,28 @@ def scalar(value: Any, type_: pa.DataType) -> pa.Scalar:
 def fill_null(values: pa.Array | pa.ChunkedArray, value: Any) -> pa.Array | pa.ChunkedArray:
     """``pc.fill_null(values, value)`` with a Python ``value``."""
     return pc.fill_null(values, scalar(value, values.type))
+
+
+def numpy(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``values.to_numpy(zero_copy_only=False)`` (and ``np.asarray(values)``), which starts
+    pyarrow's pandas conversion (and imports pandas): read from the buffers for an integer,
+    float or boolean array without nulls (a read-only view of the values, a fresh bool
+    array, as to_numpy gives them); any other array through to_numpy itself."""
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    t, n, off = arr.type, len(arr), arr.offset
+    if arr.null_count == 0 and n:
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            dtype = np.dtype(t.to_pandas_dtype())
+            view = np.frombuffer(arr.buffers()[1], dtype=dtype, count=off + n)[off:]
+            view.flags.writeable = False
+            return view
+        if pa.types.is_boolean(t):
+            bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+            return np.unpackbits(bits, count=off + n, bitorder="little").view(bool)[off:]
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def from_rows(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``pa.Table.from_pylist(rows, schema=schema)`` (a key a row lacks: null)."""
+    return pa.Table.from_arrays(
+        [array([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)

@@ -137,11 +137,11 @@ def _times(values: Sequence[Any], key: str, start: int) -> pa.Array:
 def _codes_matching(col: pa.DictionaryArray, pred: Callable[[pa.Array], Any]) -> np.ndarray:
     """Boolean mask of the rows whose dictionary value satisfies ``pred`` (evaluated once per
     distinct value)."""
-    hit = np.asarray(V.fill_null(pred(col.dictionary), False), dtype=bool)
+    hit = V.numpy(V.fill_null(pred(col.dictionary), False))
     codes = np.flatnonzero(hit)
     if not codes.size:
         return np.zeros(len(col), dtype=bool)
-    return np.isin(V.fill_null(col.indices, -1).to_numpy(zero_copy_only=False), codes)
+    return np.isin(V.numpy(V.fill_null(col.indices, -1)), codes)
 
 
 def _one_of(values: Sequence[str]) -> Callable[[pa.Array], Any]:
@@ -161,7 +161,7 @@ def _check(ph: pa.DictionaryArray, ts: pa.Array, dur: pa.Array, names: Indexed,
     if ph.null_count:
         raise BadEvent(f"event {start + int(pc.index(pc.is_null(ph), True).as_py())} has no ph")
     for col, key, phases in ((ts, "ts", _NEEDS_TS), (dur, "dur", ("X",))):
-        bad = _codes_matching(ph, _one_of(phases)) & np.asarray(col.is_null())
+        bad = _codes_matching(ph, _one_of(phases)) & V.numpy(col.is_null())
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise BadEvent(f"event {start + i} ({names[i]!r}, ph {ph[i].as_py()}) has no {key}")

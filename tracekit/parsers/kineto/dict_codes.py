@@ -42,7 +42,7 @@ def encode_codes(codes: np.ndarray, values: Sequence[str | None]) -> pa.Dictiona
     # pass over the codes; the value table is small)
     codes32 = np.ascontiguousarray(codes, dtype=np.int32)
     seen = pc.unique(pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(codes32)]))
-    order = list(dict.fromkeys(c for c in canon[seen.to_numpy()].tolist() if c >= 0))
+    order = list(dict.fromkeys(c for c in canon[V.numpy(seen)].tolist() if c >= 0))
     remap = np.full(len(distinct) + 1, -1, dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
     table = remap[canon]  # code -> final code; code -1 reads the last slot, -1
@@ -62,7 +62,7 @@ def dict_codes(arr: pa.DictionaryArray) -> np.ndarray:
     indices = arr.indices
     if arr.null_count:
         indices = V.fill_null(indices, -1)
-    return np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int32)
+    return np.asarray(V.numpy(indices), dtype=np.int32)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

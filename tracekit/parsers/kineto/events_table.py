@@ -186,8 +186,8 @@ def _side_table(
     todo = np.ones(len(ops), dtype=bool)  # the ops without record_param_comms args of their own
     if comm is not None and comm.num_rows:
         parts.append(param_comms_side(comm, pg_by_name, pg_by_uid))
-        part_idx.append(np.asarray(parts[0].column(RAW_IDX).to_numpy(), dtype=np.int64))
-        own = np.sort(np.asarray(comm.column(RAW_IDX).to_numpy(), dtype=np.int64))
+        part_idx.append(np.asarray(V.numpy(parts[0].column(RAW_IDX)), dtype=np.int64))
+        own = np.sort(np.asarray(V.numpy(comm.column(RAW_IDX)), dtype=np.int64))
         if len(ops):
             todo = own[np.minimum(np.searchsorted(own, ops.event), own.size - 1)] != ops.event
     keys = ops.key[todo]
@@ -262,7 +262,7 @@ class _CommSpread:
                  kind: pa.Array, launches: Launches | None = None) -> None:
         if side is None:
             side = _record_table([], [])
-        rec_idx = _positions(event_id.to_numpy(), side.column(RAW_IDX).to_numpy())
+        rec_idx = _positions(V.numpy(event_id), V.numpy(side.column(RAW_IDX)))
         linked = _link(t, kind, rec_idx, launches)
         self.nest = Nest(t, kind)
         linked = self.nest.wrappers_take_inner_record(rec_idx, linked, side)

@@ -121,6 +121,6 @@ def shape_ops(table: pa.Table, name: pa.DictionaryArray,
     rows = np.flatnonzero(_codes_matching(name, _any_prefix))
     if not rows.size:
         return ShapeOps()
-    event_id = table.column(S.EVENT_ID).chunk(0).to_numpy()[rows]
+    event_id = V.numpy(table.column(S.EVENT_ID).chunk(0))[rows]
     codes = dict_codes(name)[rows]  # never -1 here: a null name has no prefix
     return ShapeOps.by_name(event_id, codes, name.dictionary.to_pylist(), shapes, rows)

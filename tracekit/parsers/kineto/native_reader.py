@@ -138,7 +138,7 @@ def _merge_comm(read: pa.Table | None, decoded: list[pa.Table]) -> pa.Table | No
     if len(parts) == 1:
         return parts[0]
     merged = pa.concat_tables(parts)
-    return merged.take(V.from_numpy(np.argsort(merged.column(RAW_IDX).to_numpy(),
+    return merged.take(V.from_numpy(np.argsort(V.numpy(merged.column(RAW_IDX)),
                                                kind="stable")))
 
 
@@ -223,10 +223,10 @@ class _Feeder(Accumulator):
             codes = np.array([self._intern(which, v) for v in col.dictionary.to_pylist()],
                              dtype=np.int32)
             idx = col.indices
-            picked = codes[np.asarray(V.fill_null(idx, 0).to_numpy(zero_copy_only=False),
+            picked = codes[np.asarray(V.numpy(V.fill_null(idx, 0)),
                                       dtype=np.int64)] if len(codes) else np.zeros(
                 len(idx), dtype=np.int32)
-            valid = None if idx.null_count == 0 else np.asarray(idx.is_valid(), dtype=bool)
+            valid = None if idx.null_count == 0 else V.numpy(idx.is_valid())
             cols = cols.set_column(cols.schema.get_field_index(key), key,
                                    masked(picked, valid, pa.int32()))
         return dataclasses.replace(piece, columns=cols)

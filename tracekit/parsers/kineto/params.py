@@ -110,7 +110,7 @@ def param_comms_side(
 
 def _ranks_from_stride(ranks: pa.Array, comm: pa.Table) -> pa.Array:
     """Truncated rank lists rebuilt from Global rank start/stride and Group size."""
-    missing = np.flatnonzero(np.asarray(V.fill_null(pc.is_null(ranks), True)))
+    missing = np.flatnonzero(V.numpy(V.fill_null(pc.is_null(ranks), True)))
     if not missing.size:
         return ranks
     start = comm.column("rank_start").to_pylist()
@@ -129,7 +129,7 @@ def _peers(op: pa.Array, ranks: pa.Array, comm: pa.Table) -> pa.Array:
     group-local there; ``Src Rank``/``Dst Rank`` are global when present)."""
     n = comm.num_rows
     out: list[int | None] = [None] * n
-    rows = np.flatnonzero(np.asarray(V.fill_null(pc.is_in(op, V.strings(_P2P_OR_ROOTED)),
+    rows = np.flatnonzero(V.numpy(V.fill_null(pc.is_in(op, V.strings(_P2P_OR_ROOTED)),
                                                  False)))
     if rows.size:
         ops = op.to_pylist()
