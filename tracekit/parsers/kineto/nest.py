@@ -272,7 +272,7 @@ def one_chunk(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     return col.combine_chunks()
 
 
-def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> pa.Array | np.ndarray:
+def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> np.ndarray:
     if len(col.dictionary) <= _SMALL_DICT:
         first = tuple(prefixes)
         per_value = [v is not None and v.startswith(first) for v in col.dictionary.to_pylist()]
