@@ -55,6 +55,7 @@ from tracekit.parsers.kineto.raw_trace import MIXED, NATIVE, RawTrace
 _ARGS = msgspec.json.Decoder(list[Args])
 THREAD_NAME = "thread_name"
 _OTHER, _SHAPE, _THREAD = 0, 1, 2
+_DONE = object()
 
 
 class _GiveUp(Exception):
@@ -156,8 +157,10 @@ def _pid_tid(pid: int, pid_state: int, tid: int,
     return (pid if pid_state == C_INT else None, tid if tid_state == C_INT else None)
 
 
-def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> RawTrace | None:
-    """The RawTrace of ``path``, or None when msgspec alone must read it."""
+def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]],
+               beside: Iterator[None] | None = None) -> RawTrace | None:
+    """The RawTrace of ``path``, or None when msgspec alone must read it. ``beside``: work
+    for this thread while the worker scans (see ``_blocks``)."""
     lib = accumulator()
     if lib is None:
         return None
@@ -169,7 +172,8 @@ def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> RawTra
                 head, rest = R.find_head(stream, path)
             except R.SplitError:
                 return None
-            final = _blocks(acc, side, stream, rest, _offset(stream, head, rest), path)
+            final = _blocks(acc, side, stream, rest, _offset(stream, head, rest), path,
+                            beside)
         meta = _finish(acc, side, head, final, meta_of)
         comm = _merge_comm(comm_rows(acc), side.comm)
         acc.done()
@@ -338,10 +342,15 @@ def _reader(lib: Any, stream: BinaryIO, rest: bytes, start: int | None,
 
 
 def _blocks(acc: _Feeder, side: _Side, stream: BinaryIO, rest: bytes,
-            start: int | None, path: Path) -> bytes:
+            start: int | None, path: Path, beside: Iterator[None] | None = None) -> bytes:
     """Feed every block of complete events (in a worker thread, one block ahead); return
     the text after the last complete block. ``start``: the file offset of ``rest`` in a
-    plain file (the blocks are then read from a map of the file)."""
+    plain file (the blocks are then read from a map of the file). ``beside``: steps of other
+    work, one run by this thread after each block is handed to the worker and before the
+    previous one is collected (the scan runs without the GIL, and this thread would
+    otherwise wait for it): a cold process's one-off work, such as imports, is then done
+    beside the scan of a file of several blocks. A step should take less than a block's
+    scan (about 15 ms for CHUNK_BYTES); the steps left at the end are not run."""
     ring = _reader(acc.lib, stream, rest, start, path)
     first = ring.fill(stream)
     if first is None:
@@ -359,6 +368,8 @@ def _blocks(acc: _Feeder, side: _Side, stream: BinaryIO, rest: bytes,
             if not cut:
                 continue
             job = worker.submit(acc.feed, buf, cut)
+            if beside is not None and next(beside, _DONE) is _DONE:
+                beside = None
             if pending is not None:
                 _collect(side, *pending)
             pending = (job, buf)
