@@ -161,7 +161,7 @@ _BUILD_MODULES = tuple(f"tracekit.parsers.kineto.{m}" for m in (
 
 
 def _prepare_build() -> Iterator[None]:
-    """The one-off work of building EVENTS in a fresh process, in steps of 5-20 ms that the
+    """The one-off work of building EVENTS in a fresh process, in steps of 2-40 ms that the
     native reader runs while its worker scans (about 0.1 s of a cold load of the benchmark
     rank, paid after the scan otherwise): import the modules that build it, read the
     packaged NCCL kernel rules. In a warm process every step is a dictionary lookup."""
