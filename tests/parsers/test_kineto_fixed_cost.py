@@ -57,7 +57,7 @@ def test_prefix_mask_small_and_large_paths_agree(monkeypatch: pytest.MonkeyPatch
     # WHEN masked by both paths
     small = list(map(bool, kineto_nest._prefix_mask(col, prefixes)))
     monkeypatch.setattr(kineto_nest, "_SMALL_DICT", -1)
-    large = kineto_nest._prefix_mask(col, prefixes).to_pylist()
+    large = list(map(bool, kineto_nest._prefix_mask(col, prefixes)))
     # THEN they agree: the two wrapper rows only
     assert small == large == [True, False, True, False, False]
 

@@ -118,6 +118,38 @@ def test_a_trace_in_many_blocks_is_read_whole_and_matches_the_piece_path(
     assert_same(path, monkeypatch)
 
 
+def test_the_steps_beside_the_scan_run_between_blocks_and_change_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a trace of many blocks and steps of other work that note the blocks handed
+    # out so far (a cold process imports the modules that build EVENTS there)
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 700)
+    path = write(tmp_path / "t.json", threads() + [e for i in range(60) for e in step(i)])
+    read: list[int] = []
+    real_read_on = kineto_native_reader._read_on
+
+    def read_on(*args: Any) -> Any:
+        for got in real_read_on(*args):
+            read.append(got[2])
+            yield got
+
+    monkeypatch.setattr(kineto_native_reader, "_read_on", read_on)
+    seen: list[int] = []
+
+    def steps() -> Any:
+        for _ in range(3):
+            seen.append(len(read))
+            yield
+
+    # WHEN read with the steps beside and without
+    beside = read_whole(path, _meta, steps())
+    alone = read_whole(path, _meta)
+    # THEN each step ran once, after each of the first three blocks was handed to the
+    # worker (it had a block to scan during each), and the tables are the same
+    assert seen == [1, 2, 3] and len(read) > 3
+    assert beside is not None and alone is not None
+    assert beside.raw.equals(alone.raw) and beside.n_events == alone.n_events
+
+
 DECLINED = {
     # more than three decimals: the two rules of exact_ns may differ, msgspec decides
     "four_decimals": [ev("a", "cpu_op", 2.0005)],

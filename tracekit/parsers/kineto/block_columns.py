@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.decode import (
     COMM_FIELDS,
     RAW_FIELDS,
@@ -136,15 +137,15 @@ def _times(values: Sequence[Any], key: str, start: int) -> pa.Array:
 def _codes_matching(col: pa.DictionaryArray, pred: Callable[[pa.Array], Any]) -> np.ndarray:
     """Boolean mask of the rows whose dictionary value satisfies ``pred`` (evaluated once per
     distinct value)."""
-    hit = np.asarray(pc.fill_null(pred(col.dictionary), False), dtype=bool)
+    hit = V.numpy(V.fill_null(pred(col.dictionary), False))
     codes = np.flatnonzero(hit)
     if not codes.size:
         return np.zeros(len(col), dtype=bool)
-    return np.isin(col.indices.fill_null(-1).to_numpy(zero_copy_only=False), codes)
+    return np.isin(V.numpy(V.fill_null(col.indices, -1)), codes)
 
 
 def _one_of(values: Sequence[str]) -> Callable[[pa.Array], Any]:
-    return lambda d: pc.is_in(d, pa.array(values))
+    return lambda d: pc.is_in(d, V.strings(values))
 
 
 def _any_prefix(dictionary: pa.Array) -> pa.Array:
@@ -160,7 +161,7 @@ def _check(ph: pa.DictionaryArray, ts: pa.Array, dur: pa.Array, names: Indexed,
     if ph.null_count:
         raise BadEvent(f"event {start + int(pc.index(pc.is_null(ph), True).as_py())} has no ph")
     for col, key, phases in ((ts, "ts", _NEEDS_TS), (dur, "dur", ("X",))):
-        bad = _codes_matching(ph, _one_of(phases)) & np.asarray(col.is_null())
+        bad = _codes_matching(ph, _one_of(phases)) & V.numpy(col.is_null())
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise BadEvent(f"event {start + i} ({names[i]!r}, ph {ph[i].as_py()}) has no {key}")

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema as S
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.parsers.kineto.nest import (
     Launches,
@@ -86,7 +87,7 @@ def call_sites(table: pa.Table, launches: Launches | None = None) -> pa.Array:
     row_code = np.full(n, -1, dtype=np.int32)  # rows without a query: none
     row_code[rows] = codes_
     return pa.DictionaryArray.from_arrays(masked(row_code, row_code >= 0, pa.int32()),
-                                          pa.array(texts, pa.string()))
+                                          V.strings(texts))
 
 
 def call_sites_at(table: pa.Table, rows: np.ndarray, launches: Launches | None = None,

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.dict_codes import dict_codes, encode_codes, masked
 from tracekit.parsers.kineto.nest import dict_mask
 from tracekit.schema import Kind
@@ -41,7 +42,7 @@ def kinds(cat: pa.DictionaryArray, name: pa.DictionaryArray) -> pa.DictionaryArr
 def on_gpu(col: pa.Array, gpu: np.ndarray, dtype: type, type_: pa.DataType) -> pa.Array:
     """``col`` (int64) on the rows of device events, null elsewhere, as ``type_``."""
     valid = _valid_on(col, gpu)
-    filled = pc.fill_null(col, 0).to_numpy(zero_copy_only=False)
+    filled = V.numpy(V.fill_null(col, 0))
     values: np.ndarray = np.asarray(filled, dtype=dtype)
     return masked(values, valid, type_)
 
@@ -58,12 +59,12 @@ def shared_on_gpu(col: pa.Array, gpu: np.ndarray) -> pa.Array:
 
 def _valid_on(col: pa.Array, gpu: np.ndarray) -> np.ndarray:
     """Device rows where ``col`` has a value (a column without nulls: the device rows)."""
-    return gpu if col.null_count == 0 else gpu & np.asarray(col.is_valid(), dtype=bool)
+    return gpu if col.null_count == 0 else gpu & V.numpy(col.is_valid())
 
 
 def no_nulls(col: pa.Array) -> pa.Array:
     """DUR_NS: nulls become 0 (no copy when there is none)."""
-    return col if col.null_count == 0 else pc.fill_null(col, 0)
+    return col if col.null_count == 0 else V.fill_null(col, 0)
 
 
 def thread_column(pid: pa.Array, tid: pa.Array, threads: Mapping[tuple, str]) -> pa.Array:
@@ -78,13 +79,13 @@ def thread_column(pid: pa.Array, tid: pa.Array, threads: Mapping[tuple, str]) ->
     if lo >= -1 and hi < 1 << 31 and all(0 <= k[0] < 1 << 31 and 0 <= k[1] < 1 << 31
                                          for k in keys):
         row_key = _row_key(pid, tid)
-        key = pa.array([((p + 1) << 32) | (t + 1) for p, t in keys], pa.int64())
+        key = V.ints([((p + 1) << 32) | (t + 1) for p, t in keys], pa.int64())
         found = pc.index_in(row_key, value_set=key)
         del row_key
-        idx = np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), np.int32)
+        idx = np.asarray(V.numpy(V.fill_null(found, -1)), np.int32)
         return encode_codes(idx, labels)
-    p = np.asarray(pc.fill_null(pid, -1), dtype=np.int64)
-    t = np.asarray(pc.fill_null(tid, -1), dtype=np.int64)
+    p = np.asarray(V.numpy(V.fill_null(pid, -1)), dtype=np.int64)
+    t = np.asarray(V.numpy(V.fill_null(tid, -1)), dtype=np.int64)
     idx = np.full(n, -1, dtype=np.int32)
     for k, (kp, kt) in enumerate(keys):
         idx[(p == kp) & (t == kt)] = k
@@ -94,7 +95,7 @@ def thread_column(pid: pa.Array, tid: pa.Array, threads: Mapping[tuple, str]) ->
 def _bounds(pid: pa.Array, tid: pa.Array) -> tuple[int, int]:
     """The least and greatest id of both columns (a null-only column counts as 0)."""
     if _plain_int64(pid) and _plain_int64(tid):  # numpy's min / max: a third of Arrow's
-        p, t = pid.to_numpy(), tid.to_numpy()
+        p, t = V.numpy(pid), V.numpy(tid)
         return int(min(p.min(), t.min())), int(max(p.max(), t.max()))
     bounds = [pc.min_max(pid), pc.min_max(tid)]
     return (min(b["min"].as_py() or 0 for b in bounds),
@@ -110,8 +111,9 @@ def _row_key(pid: pa.Array, tid: pa.Array) -> pa.Array:
     [-1, 2**31): in numpy over the values when neither has a null (one fresh int64 array,
     where Arrow compute allocates four)."""
     if not (_plain_int64(pid) and _plain_int64(tid)):
-        return pc.bit_wise_or(pc.shift_left(pc.add(pid, 1), 32), pc.add(tid, 1))
-    key = pid.to_numpy() << 32
-    key += tid.to_numpy()
+        one, bits = V.scalar(1, pa.int64()), V.scalar(32, pa.int64())
+        return pc.bit_wise_or(pc.shift_left(pc.add(pid, one), bits), pc.add(tid, one))
+    key = V.numpy(pid) << 32
+    key += V.numpy(tid)
     key += (1 << 32) + 1  # both + 1: tid + 1 < 2**32 does not carry into the pid bits
-    return pa.array(key)
+    return V.from_numpy(key)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import re
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from itertools import repeat
 from typing import Any
 
@@ -60,6 +60,8 @@ _NAME_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "nccl:", 
 
 @lru_cache(maxsize=1)
 def _kernel_rules_text() -> str:
+    from importlib import resources  # about 15 ms: only when the rules are read
+
     return (resources.files("tracekit") / "rules" / "data" / "kernels.yaml").read_text(
         encoding="utf-8")
 
@@ -70,6 +72,20 @@ def kernel_rules_digest() -> str:
     import hashlib
 
     return hashlib.sha256(_kernel_rules_text().encode()).hexdigest()[:16]
+
+
+def prepare() -> Iterator[None]:
+    """Read the packaged NCCL kernel rules, in three steps (the yaml import, the resources
+    import, the rules), ahead of the first op_from_name of the process."""
+    if _nccl_kernel_rules.cache_info().currsize:
+        return
+    import yaml  # noqa: F401
+
+    yield
+    from importlib import resources  # noqa: F401
+
+    yield
+    _nccl_kernel_rules()
 
 
 @lru_cache(maxsize=1)

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema as S
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.block_columns import Piece
 from tracekit.parsers.kineto.decode import RAW_IDX
 from tracekit.parsers.kineto.shape_ops import ShapeOps
@@ -20,7 +21,7 @@ def _in_order(parts: Sequence[pa.Table], key: str) -> pa.Table:
     """The rows of ``parts`` sorted by ``key`` (stable), in one chunk per column."""
     merged = pa.concat_tables(parts, promote_options="permissive")
     order = np.argsort(merged.column(key).to_numpy(), kind="stable")
-    return merged.take(pa.array(order)).combine_chunks()
+    return merged.take(V.from_numpy(order)).combine_chunks()
 
 
 def _decoded(columns: pa.Table, table: pa.Table) -> pa.Table:

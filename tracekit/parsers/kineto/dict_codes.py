@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.parsers.kineto import arrow_values as V
+
 _DICT = pa.dictionary(pa.int32(), pa.string())
 
 
@@ -40,7 +42,7 @@ def encode_codes(codes: np.ndarray, values: Sequence[str | None]) -> pa.Dictiona
     # pass over the codes; the value table is small)
     codes32 = np.ascontiguousarray(codes, dtype=np.int32)
     seen = pc.unique(pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(codes32)]))
-    order = list(dict.fromkeys(c for c in canon[seen.to_numpy()].tolist() if c >= 0))
+    order = list(dict.fromkeys(c for c in canon[V.numpy(seen)].tolist() if c >= 0))
     remap = np.full(len(distinct) + 1, -1, dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
     table = remap[canon]  # code -> final code; code -1 reads the last slot, -1
@@ -49,7 +51,7 @@ def encode_codes(codes: np.ndarray, values: Sequence[str | None]) -> pa.Dictiona
     else:
         row = np.take(table, codes32)  # int32 indices without an intp copy
     texts = list(distinct)
-    dictionary = pa.array([texts[k] for k in order], pa.string())
+    dictionary = V.strings([texts[k] for k in order])
     nulls = n and int(row.min()) < 0  # no null: no mask to build
     indices = masked(row, row >= 0 if nulls else None, pa.int32())
     return pa.DictionaryArray.from_arrays(indices, dictionary)
@@ -59,8 +61,8 @@ def dict_codes(arr: pa.DictionaryArray) -> np.ndarray:
     """The int32 codes of a dictionary array, -1 for null."""
     indices = arr.indices
     if arr.null_count:
-        indices = pc.fill_null(indices, -1)
-    return np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int32)
+        indices = V.fill_null(indices, -1)
+    return np.asarray(V.numpy(indices), dtype=np.int32)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema as S
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto import native as A
 from tracekit.parsers.kineto.accumulator import Accumulator
 from tracekit.parsers.kineto.block_columns import COMM_TYPES, _any_prefix, _codes_matching
@@ -106,7 +107,7 @@ def _copy(ptr: int, ctype: Any, n: int) -> np.ndarray:
 def _strings(off_ptr: int, data_ptr: int, size: int) -> pa.StringArray:
     """A copy of an accumulator dictionary's strings."""
     if not size:
-        return pa.array([], pa.string())
+        return V.strings([])
     offsets = _copy(off_ptr, ctypes.c_int32, size + 1)
     end = int(offsets[size])
     data = ctypes.string_at(data_ptr, end) if end else b""
@@ -120,6 +121,6 @@ def shape_ops(table: pa.Table, name: pa.DictionaryArray,
     rows = np.flatnonzero(_codes_matching(name, _any_prefix))
     if not rows.size:
         return ShapeOps()
-    event_id = table.column(S.EVENT_ID).chunk(0).to_numpy()[rows]
+    event_id = V.numpy(table.column(S.EVENT_ID).chunk(0))[rows]
     codes = dict_codes(name)[rows]  # never -1 here: a null name has no prefix
     return ShapeOps.by_name(event_id, codes, name.dictionary.to_pylist(), shapes, rows)

@@ -33,11 +33,11 @@ from typing import Any, BinaryIO
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit import schema as S
 from tracekit.errors import BadInputError
 from tracekit.limits import MAX_EVENT, LimitExceeded
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto import native as A
 from tracekit.parsers.kineto import read as R
 from tracekit.parsers.kineto.accumulator import Accumulator, Fed
@@ -55,6 +55,7 @@ from tracekit.parsers.kineto.raw_trace import MIXED, NATIVE, RawTrace
 _ARGS = msgspec.json.Decoder(list[Args])
 THREAD_NAME = "thread_name"
 _OTHER, _SHAPE, _THREAD = 0, 1, 2
+_DONE = object()
 
 
 class _GiveUp(Exception):
@@ -138,7 +139,8 @@ def _merge_comm(read: pa.Table | None, decoded: list[pa.Table]) -> pa.Table | No
     if len(parts) == 1:
         return parts[0]
     merged = pa.concat_tables(parts)
-    return merged.take(np.argsort(merged.column(RAW_IDX).to_numpy(), kind="stable"))
+    return merged.take(V.from_numpy(np.argsort(V.numpy(merged.column(RAW_IDX)),
+                                               kind="stable")))
 
 
 def _has_comm(a: Args) -> bool:
@@ -155,8 +157,10 @@ def _pid_tid(pid: int, pid_state: int, tid: int,
     return (pid if pid_state == C_INT else None, tid if tid_state == C_INT else None)
 
 
-def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> RawTrace | None:
-    """The RawTrace of ``path``, or None when msgspec alone must read it."""
+def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]],
+               beside: Iterator[None] | None = None) -> RawTrace | None:
+    """The RawTrace of ``path``, or None when msgspec alone must read it. ``beside``: work
+    for this thread while the worker scans (see ``_blocks``)."""
     lib = accumulator()
     if lib is None:
         return None
@@ -168,7 +172,8 @@ def read_whole(path: Path, meta_of: Callable[[bytes], dict[str, Any]]) -> RawTra
                 head, rest = R.find_head(stream, path)
             except R.SplitError:
                 return None
-            final = _blocks(acc, side, stream, rest, _offset(stream, head, rest), path)
+            final = _blocks(acc, side, stream, rest, _offset(stream, head, rest), path,
+                            beside)
         meta = _finish(acc, side, head, final, meta_of)
         comm = _merge_comm(comm_rows(acc), side.comm)
         acc.done()
@@ -222,10 +227,10 @@ class _Feeder(Accumulator):
             codes = np.array([self._intern(which, v) for v in col.dictionary.to_pylist()],
                              dtype=np.int32)
             idx = col.indices
-            picked = codes[np.asarray(pc.fill_null(idx, 0).to_numpy(zero_copy_only=False),
+            picked = codes[np.asarray(V.numpy(V.fill_null(idx, 0)),
                                       dtype=np.int64)] if len(codes) else np.zeros(
                 len(idx), dtype=np.int32)
-            valid = None if idx.null_count == 0 else np.asarray(idx.is_valid(), dtype=bool)
+            valid = None if idx.null_count == 0 else V.numpy(idx.is_valid())
             cols = cols.set_column(cols.schema.get_field_index(key), key,
                                    masked(picked, valid, pa.int32()))
         return dataclasses.replace(piece, columns=cols)
@@ -337,10 +342,15 @@ def _reader(lib: Any, stream: BinaryIO, rest: bytes, start: int | None,
 
 
 def _blocks(acc: _Feeder, side: _Side, stream: BinaryIO, rest: bytes,
-            start: int | None, path: Path) -> bytes:
+            start: int | None, path: Path, beside: Iterator[None] | None = None) -> bytes:
     """Feed every block of complete events (in a worker thread, one block ahead); return
     the text after the last complete block. ``start``: the file offset of ``rest`` in a
-    plain file (the blocks are then read from a map of the file)."""
+    plain file (the blocks are then read from a map of the file). ``beside``: steps of other
+    work, one run by this thread after each block is handed to the worker and before the
+    previous one is collected (the scan runs without the GIL, and this thread would
+    otherwise wait for it): a cold process's one-off work, such as imports, is then done
+    beside the scan of a file of several blocks. A step should take less than a block's
+    scan (about 15 ms for CHUNK_BYTES); the steps left at the end are not run."""
     ring = _reader(acc.lib, stream, rest, start, path)
     first = ring.fill(stream)
     if first is None:
@@ -358,6 +368,8 @@ def _blocks(acc: _Feeder, side: _Side, stream: BinaryIO, rest: bytes,
             if not cut:
                 continue
             job = worker.submit(acc.feed, buf, cut)
+            if beside is not None and next(beside, _DONE) is _DONE:
+                beside = None
             if pending is not None:
                 _collect(side, *pending)
             pending = (job, buf)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.schema import Kind
 
 _SMALL_DICT = 64  # dictionaries up to this size are matched in Python
@@ -33,8 +34,7 @@ def dict_mask(col: pa.Array | pa.ChunkedArray, values: Sequence[str]) -> np.ndar
         wanted = set(values)
         hit = np.array([v in wanted for v in arr.dictionary.to_pylist()], dtype=bool)
     else:
-        hit = np.asarray(pc.fill_null(pc.is_in(arr.dictionary, pa.array(values, pa.string())),
-                                      False), dtype=bool)
+        hit = V.numpy(V.fill_null(pc.is_in(arr.dictionary, V.strings(values)), False))
     return code_mask(codes(arr), hit)
 
 
@@ -53,8 +53,8 @@ def code_mask(row_codes: np.ndarray, hit: np.ndarray) -> np.ndarray:
 def codes(arr: pa.DictionaryArray) -> np.ndarray:
     """The dictionary codes of ``arr`` as numpy (-1 for null), without a copy when it has no
     null (usable as indices into a per-value table with one extra slot at the end)."""
-    indices = arr.indices if arr.null_count == 0 else pc.fill_null(arr.indices, -1)
-    return indices.to_numpy(zero_copy_only=False)
+    indices = arr.indices if arr.null_count == 0 else V.fill_null(arr.indices, -1)
+    return V.numpy(indices)
 
 
 def valid_mask(arr: pa.Array) -> np.ndarray:
@@ -75,7 +75,7 @@ def filled_ints(col: pa.ChunkedArray | pa.Array, fill: int = -1) -> np.ndarray:
     gather from it costs a fifth of one that reads validity bits per row."""
     arr = one_chunk(col)
     if arr.type != pa.int64() or not len(arr):
-        return np.asarray(pc.fill_null(arr, fill).to_numpy(zero_copy_only=False),
+        return np.asarray(V.numpy(V.fill_null(arr, fill)),
                           dtype=np.int64)
     off = arr.offset
     values = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=off + len(arr))[off:]
@@ -97,8 +97,8 @@ def ints_at(col: pa.ChunkedArray | pa.Array | np.ndarray, rows: np.ndarray,
     arr = one_chunk(col)
     rows = np.asarray(rows, dtype=np.int64)
     if arr.type != pa.int64() or not len(arr):
-        taken = arr.take(pa.array(rows, pa.int64()))
-        return np.array(pc.fill_null(taken, fill).to_numpy(zero_copy_only=False),
+        taken = arr.take(V.from_numpy(rows, pa.int64()))
+        return np.array(V.numpy(V.fill_null(taken, fill)),
                         dtype=np.int64)
     off = arr.offset
     values = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=off + len(arr))[off:][rows]
@@ -227,7 +227,7 @@ class Nest:
         """c10d ops whose inputs give no size take the record of the record_param_comms they
         enclose (its args: dtype, sizes, group)."""
         rec = rec_idx[self.rows]
-        no_bytes = np.append(np.asarray(pc.is_null(side.column(S.IN_BYTES)), dtype=bool), True)
+        no_bytes = np.append(V.numpy(pc.is_null(side.column(S.IN_BYTES))), True)
         own_size = ~no_bytes[rec]  # rec -1 reads the appended True
         parents = np.flatnonzero(self.wrapper & ~own_size)
         inner = self._enclosed(parents, np.flatnonzero(self.comm_op & (rec >= 0)))
@@ -256,7 +256,7 @@ class Nest:
             return op
         src = np.arange(len(op))
         src[self.rows[parents[hit]]] = self.rows[inner[hit]]
-        return pc.coalesce(op, op.take(pa.array(src)))
+        return pc.coalesce(op, op.take(V.from_numpy(src)))
 
 
 WRAPPER_PREFIXES = ("c10d::", "_c10d_functional::")
@@ -272,7 +272,7 @@ def one_chunk(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     return col.combine_chunks()
 
 
-def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> pa.Array | np.ndarray:
+def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> np.ndarray:
     if len(col.dictionary) <= _SMALL_DICT:
         first = tuple(prefixes)
         per_value = [v is not None and v.startswith(first) for v in col.dictionary.to_pylist()]
@@ -282,4 +282,4 @@ def _prefix_mask(col: pa.DictionaryArray, prefixes: Sequence[str]) -> pa.Array |
         hit = pc.or_(hit, pc.starts_with(col.dictionary, p))
     # matched per dictionary value, spread to the rows in code space (an Arrow take of the
     # per-value result over all rows costs several times as much)
-    return pa.array(code_mask(codes(col), np.asarray(pc.fill_null(hit, False), dtype=bool)))
+    return code_mask(codes(col), V.numpy(V.fill_null(hit, False)))

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.comm import DTYPE_BYTES, fits, op_from_collective, parse_int_list
 from tracekit.parsers.kineto.decode import RAW_IDX
 from tracekit.schema import MetaSource, Op
@@ -30,12 +31,12 @@ def map_values(col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any],
     """``fn`` applied once per distinct value of ``col``, spread back to every row."""
     if len(col) <= _FEW_ROWS:  # a few rows: Python values cost less than encoding them
         memo: dict[Any, Any] = {}
-        return pa.array([memo[v] if v in memo else memo.setdefault(v, fn(v))
-                         for v in col.to_pylist()], type=typ)
+        return V.array([memo[v] if v in memo else memo.setdefault(v, fn(v))
+                        for v in col.to_pylist()], typ)
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if not pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_encode()
-    values = pa.array([fn(v) for v in arr.dictionary.to_pylist()], type=typ)
+    values = V.array([fn(v) for v in arr.dictionary.to_pylist()], typ)
     return values.take(arr.indices)
 
 
@@ -50,8 +51,9 @@ def _nonempty_ranks(text: Any) -> list[int] | None:
 
 def _int32(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """An integer column as int32, null where a value does not fit."""
-    fits = pc.and_(pc.greater_equal(col, -(1 << 31)), pc.less(col, 1 << 31))
-    return pc.if_else(fits, col, pa.scalar(None, col.type)).cast(pa.int32())
+    fits = pc.and_(pc.greater_equal(col, V.scalar(-(1 << 31), pa.int64())),
+                   pc.less(col, V.scalar(1 << 31, pa.int64())))
+    return pc.if_else(fits, col, V.scalar(None, col.type)).cast(pa.int32())
 
 
 def param_comms_side(
@@ -69,7 +71,8 @@ def param_comms_side(
     in_split = map_values(comm.column("in_split"), _nonempty_list, pa.list_(pa.int64()))
     out_split = map_values(comm.column("out_split"), _nonempty_list, pa.list_(pa.int64()))
     has_split = pc.or_(pc.is_valid(in_split), pc.is_valid(out_split))
-    op = pc.if_else(pc.and_(pc.equal(op, Op.ALL_TO_ALL), has_split), Op.ALL_TO_ALLV, op)
+    op = pc.if_else(pc.and_(pc.equal(op, V.scalar(Op.ALL_TO_ALL, pa.string())), has_split),
+                    V.scalar(Op.ALL_TO_ALLV, pa.string()), op)
     # group name: the name, else the 2024 integer ID mapped through pg_config's uid
     pg_name = pc.coalesce(
         comm.column("pg_name"),
@@ -101,13 +104,13 @@ def param_comms_side(
         S.SEQ: comm.column("seq"),
         S.COMMS_ID: comm.column("comms_id"),
         S.PEER_RANK: _peers(op, ranks, comm),
-        S.META_SOURCE: pa.array([MetaSource.ARGS] * n, pa.string()),
+        S.META_SOURCE: V.strings([MetaSource.ARGS] * n),
     })
 
 
 def _ranks_from_stride(ranks: pa.Array, comm: pa.Table) -> pa.Array:
     """Truncated rank lists rebuilt from Global rank start/stride and Group size."""
-    missing = np.flatnonzero(np.asarray(pc.fill_null(pc.is_null(ranks), True)))
+    missing = np.flatnonzero(V.numpy(V.fill_null(pc.is_null(ranks), True)))
     if not missing.size:
         return ranks
     start = comm.column("rank_start").to_pylist()
@@ -118,7 +121,7 @@ def _ranks_from_stride(ranks: pa.Array, comm: pa.Table) -> pa.Array:
         if start[i] is not None and stride[i] and size[i] and 0 < size[i] <= MAX_GROUP:
             rebuilt = [start[i] + stride[i] * k for k in range(size[i])]
             values[i] = rebuilt if fits(rebuilt, 32) else None
-    return pa.array(values, pa.list_(pa.int32()))
+    return V.array(values, pa.list_(pa.int32()))
 
 
 def _peers(op: pa.Array, ranks: pa.Array, comm: pa.Table) -> pa.Array:
@@ -126,8 +129,8 @@ def _peers(op: pa.Array, ranks: pa.Array, comm: pa.Table) -> pa.Array:
     group-local there; ``Src Rank``/``Dst Rank`` are global when present)."""
     n = comm.num_rows
     out: list[int | None] = [None] * n
-    rows = np.flatnonzero(np.asarray(pc.fill_null(pc.is_in(op, pa.array(_P2P_OR_ROOTED)),
-                                                  False)))
+    rows = np.flatnonzero(V.numpy(V.fill_null(pc.is_in(op, V.strings(_P2P_OR_ROOTED)),
+                                                 False)))
     if rows.size:
         ops = op.to_pylist()
         src, dst = comm.column("src_rank").to_pylist(), comm.column("dst_rank").to_pylist()
@@ -139,4 +142,4 @@ def _peers(op: pa.Array, ranks: pa.Array, comm: pa.Table) -> pa.Array:
                 out[i] = src[i]
             elif local[i] is not None and members[i] and 0 <= local[i] < len(members[i]):
                 out[i] = members[i][local[i]]
-    return _int32(pa.array(out, pa.int64()))
+    return _int32(V.ints(out, pa.int64()))

@@ -27,7 +27,6 @@ from tracekit.limits import MAX_EVENT
 from tracekit.parsers.kineto import read as R
 from tracekit.parsers.kineto.block_columns import Piece
 from tracekit.parsers.kineto.diagnose import unreadable
-from tracekit.parsers.kineto.events_table import concat_pieces
 from tracekit.parsers.kineto.msgspec_reader import decode_buffer
 from tracekit.parsers.kineto.native_reader import read_whole
 from tracekit.parsers.kineto.raw_trace import MSGSPEC, RawTrace
@@ -49,10 +48,12 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def parse_file(path: Path) -> RawTrace:
-    """Parse one file (natively, or with msgspec when the native reader gives it up)."""
+def parse_file(path: Path, beside: Iterator[None] | None = None) -> RawTrace:
+    """Parse one file (natively, or with msgspec when the native reader gives it up).
+    ``beside``: steps of one-off work the caller needs later, done by this thread while
+    the native scan runs in the worker (see kineto_native_reader)."""
     with no_gc():
-        raw = read_whole(path, _meta)
+        raw = read_whole(path, _meta, beside)
         if raw is None:
             try:
                 raw = _blocks_by_msgspec(path)
@@ -93,6 +94,8 @@ class _Pieces:
 
 
 def _blocks_by_msgspec(path: Path) -> RawTrace:
+    from tracekit.parsers.kineto.events_table import concat_pieces
+
     layout = R.Layout()
     decoded = _Pieces(path)
     with R.open_trace(path) as stream:

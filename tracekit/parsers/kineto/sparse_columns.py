@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.parsers.kineto.nest import codes
 
@@ -97,13 +98,13 @@ def zeros(n: int, type_: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(type_, n, [None, _zero_buffer(n * type_.bit_width // 8)])
 
 
-def _all_null(n: int, type_: pa.DataType) -> pa.Array | None:
+def all_null(n: int, type_: pa.DataType) -> pa.Array | None:
     """An all-null array of a primitive or list type over one lazily mapped zero buffer
     (validity, values and list offsets all read zeros); None for other types."""
     if pa.types.is_list(type_):
         zero = _zero_buffer(4 * (n + 1))
         return pa.ListArray.from_buffers(type_, n, [zero, zero], null_count=n,
-                                         children=[pa.array([], type_.value_type)])
+                                         children=[V.array([], type_.value_type)])
     if pa.types.is_integer(type_) or pa.types.is_floating(type_):
         zero = _zero_buffer(n * type_.bit_width // 8)
         return pa.Array.from_buffers(type_, n, [zero, zero], null_count=n)
@@ -114,7 +115,7 @@ def spread(col: pa.ChunkedArray, take: pa.Array, keep_strings: bool) -> pa.Array
     """A side-table column spread over all rows (``take``); a column with no value at all
     becomes nulls over a shared zero buffer instead of n freshly written slots."""
     if col.null_count == len(col):
-        nulls = _all_null(len(take), col.type)
+        nulls = all_null(len(take), col.type)
         if nulls is not None:
             return nulls
     return (col if keep_strings else _encoded(col)).take(take)
@@ -186,12 +187,12 @@ def spread_fast(col: pa.ChunkedArray, take: pa.Array, use: np.ndarray,
                                                                  pa.py_buffer(row_code)])
                    if shared else masked(row_code, row_code >= 0, pa.int32()))
         return pa.DictionaryArray.from_arrays(indices, arr.dictionary)
-    values = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False)
+    values = V.numpy(V.fill_null(arr, 0))
     values = np.append(values, np.zeros(1, values.dtype))[use]  # same dtype (uint64 too)
     if shared:
         return pa.Array.from_buffers(arr.type, len(use), [take.buffers()[0],
                                                           pa.py_buffer(values)])
-    valid = np.append(np.asarray(pc.is_valid(arr), dtype=bool), False)[use]
+    valid = np.append(V.numpy(pc.is_valid(arr)), False)[use]
     return masked(values, valid, arr.type)
 
 
@@ -199,7 +200,7 @@ def _scattered(arr: pa.Array, holders: Holders) -> pa.Array:
     """``spread_fast`` by scattering the held rows: dictionary codes over -1 (what the
     gather leaves in null slots), integers over 0."""
     side_valid = (np.ones(len(arr), dtype=bool) if arr.null_count == 0
-                  else np.asarray(pc.is_valid(arr), dtype=bool))
+                  else V.numpy(pc.is_valid(arr)))
     bitmap = holders.validity(side_valid)
     if pa.types.is_dictionary(arr.type):
         row_code = np.full(holders.n, -1, dtype=np.int32)
@@ -207,7 +208,7 @@ def _scattered(arr: pa.Array, holders: Holders) -> pa.Array:
         indices = pa.Array.from_buffers(pa.int32(), holders.n,
                                         [bitmap, pa.py_buffer(row_code)])
         return pa.DictionaryArray.from_arrays(indices, arr.dictionary)
-    values = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False)
+    values = V.numpy(V.fill_null(arr, 0))
     out = np.zeros(holders.n, dtype=values.dtype)
     out[holders.rows] = values[holders.rec]
     return pa.Array.from_buffers(arr.type, holders.n, [bitmap, pa.py_buffer(out)])
@@ -221,7 +222,7 @@ def _scattered_list(arr: pa.ListArray, holders: Holders) -> pa.Array | None:
     if not pa.types.is_integer(items.type) or items.null_count or arr.offset:
         return None
     side_valid = (np.ones(len(arr), dtype=bool) if arr.null_count == 0
-                  else np.asarray(pc.is_valid(arr), dtype=bool))
+                  else V.numpy(pc.is_valid(arr)))
     side_offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1)
     lengths = np.where(side_valid, np.diff(side_offsets), 0).astype(np.int32)
     held_len = lengths[holders.rec]
@@ -235,7 +236,7 @@ def _scattered_list(arr: pa.ListArray, holders: Holders) -> pa.Array | None:
     # item j of the output comes from side item start(row) + (j - offset(row))
     shift = side_offsets[:-1][holders.rec[keep]] - cum[:-1][keep]
     src = np.repeat(shift.astype(np.int64), held_len[keep]) + np.arange(cum[-1], dtype=np.int64)
-    values = items.to_numpy(zero_copy_only=False)[src]
+    values = V.numpy(items)[src]
     child = pa.Array.from_buffers(items.type, len(values), [None, pa.py_buffer(values)])
     return pa.ListArray.from_buffers(arr.type, holders.n,
                                      [holders.validity(side_valid), pa.py_buffer(offsets)],
