@@ -34,6 +34,7 @@ from tracekit.rules.groups import (
     kernel_group,
     participants_pass,
 )
+from tracekit.rules.heap import reused_heap
 from tracekit.rules.kernels import classify_table, rule_column
 from tracekit.rules.keys import factorize, first_rows, row_codes, tuple_key_series
 from tracekit.rules.launcher import launchers, take_launcher_facts
@@ -95,8 +96,9 @@ def attribute_run(run: model.Run, options: model.AnalyzeOptions) -> tuple[pa.Tab
     """ATTRIBUTED (every EVENTS row plus the verdict) and FINDINGS."""
     rules = load_rules(options.rules_files)
     topo = resolve_topology(run, options, rules)
-    attributed, units = attribute_events(run, rules, topo)
-    return attributed, run_lints(units, rules, topo, run)
+    with reused_heap():  # the lints too
+        attributed, units = attribute_events(run, rules, topo)
+        return attributed, run_lints(units, rules, topo, run)
 
 
 def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
@@ -108,6 +110,12 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     batch of ranks gives the rows of its ranks attributed one by one (logical ids aside: they
     count on across the batch's ranks, in rank order).
     """
+    with reused_heap():
+        return _attribute_events(run, rules, topo, cross_rank)
+
+
+def _attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None,
+                      cross_rank: bool) -> tuple[pa.Table, pa.Table]:
     events = run.events
     frame = to_frame(events, _ALL_ROWS)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
