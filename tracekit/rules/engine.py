@@ -119,6 +119,8 @@ def _attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None,
     events = run.events
     frame = to_frame(events, _ALL_ROWS)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
+    kinds = _kinds(events)
+    frame[S.KIND] = kinds
     krule = classify_table(events, rules)
     # the kernel class is the matched rule's: decided per rule, taken by rule index
     classes = np.array([r.cls for r in rules.kernel_classes] + [None], dtype=object)
@@ -126,8 +128,25 @@ def _attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None,
     kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
     comm = to_frame(events, _NEEDED, np.flatnonzero(in_comm[kernel_rule]))
     comm[F.ROW] = comm.index.to_numpy()
+    comm[S.KIND] = pd.Series(kinds.take(comm[F.ROW].to_numpy()), index=comm.index)
     verdict = _attribute_comm(frame, comm, krule, rules, topo, run, cross_rank)
     return _assemble(events, krule, classes, verdict, rules), collective_units(verdict)
+
+
+def _kinds(events: pa.Table) -> pd.Categorical:
+    """EVENTS' KIND as a categorical from its dictionary codes: the steps compare it with
+    one kind after another (runtime, kernel, annotation), on every row; in code space that
+    is an integer compare, not one string compare per row."""
+    column = events.column(S.KIND)
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    column = pa.table({S.KIND: column}).unify_dictionaries().column(S.KIND).combine_chunks()
+    # the dictionary may repeat a value: codes of its distinct values
+    values = column.dictionary.to_pandas().to_numpy(dtype=object)
+    distinct_of, distinct = pd.factorize(values)
+    indices = pc.fill_null(column.indices, -1).to_numpy(zero_copy_only=False)
+    codes = np.where(indices >= 0, np.append(distinct_of, -1)[indices], -1)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(distinct, dtype=object))
 
 
 def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,

@@ -34,11 +34,11 @@ def _op(comm: pd.DataFrame) -> pd.Series:
 def launchers(frame: pd.DataFrame, comm: pd.DataFrame) -> pd.Series:
     """For every communication row: the comm index of the CPU op that launched it, or -1."""
     out = np.full(len(comm), -1, dtype=np.int64)
-    kinds = comm[S.KIND].astype("object")
+    kinds = comm[S.KIND]
     device = np.flatnonzero(((kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()).to_numpy())
     host = np.flatnonzero((kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
                            & _op(comm).notna() & ~comm[F.INSTANCE].astype(bool)).to_numpy())
-    runtime = np.flatnonzero(((frame[S.KIND].astype("object") == S.Kind.RUNTIME)
+    runtime = np.flatnonzero(((frame[S.KIND] == S.Kind.RUNTIME)
                               & frame[S.CORRELATION].notna()).to_numpy())
     if device.size and host.size and runtime.size:
         kernel, src = _launched(frame, comm, device, host, runtime)
