@@ -154,10 +154,17 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                     cross_rank: bool) -> pd.DataFrame:
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
-                      (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
-                      (F.GROUPED, "grouped"), (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
+                      (F.RUNS_AS, "runs_as"), (F.KPATH, "path"), (F.GROUPED, "grouped"),
+                      (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
         values = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
         comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
+    # flags of the kernel rule, per rule then taken by rule index (no object column)
+    at_rule = np.where(comm[F.KRULE].to_numpy() < 0, len(rules.kernel_classes),
+                       comm[F.KRULE].to_numpy())
+    for col, flag in ((F.INSTANCE, lambda r: bool(r.instance)),
+                      (F.GLOO, lambda r: r.library == "gloo")):
+        table = np.array([flag(r) for r in rules.kernel_classes] + [False], dtype=bool)
+        comm[col] = table[at_rule]
     comm = take_launcher_facts(comm, launchers(frame, comm))
     comm[S.OP] = comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
     comm[PREPARES] = prepared_targets(comm, rules)
@@ -259,7 +266,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     # call sites are long strings read by several steps: one object per distinct site
     comm[S.CALL_SITE] = pd.Series(as_objects(comm[S.CALL_SITE]), index=comm.index, dtype=object)
     linked_targets = set(comm.loc[comm[F.LINK] >= 0, F.LINK].tolist())
-    has_gloo = comm[F.LIBRARY].eq("gloo").groupby(comm[S.RANK]).transform("any")
+    has_gloo = comm[F.GLOO].groupby(comm[S.RANK]).transform("any")
     is_wrapper = comm[F.RUNS_AS].notna()
     inst = comm[F.INSTANCE].astype(bool)
     comm[F.UNIT] = (has_gloo & is_wrapper) | (inst & ~comm[F.ROW].isin(linked_targets))
