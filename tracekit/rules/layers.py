@@ -52,7 +52,6 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     order = np.lexsort((comm[S.TS_NS].to_numpy()[at], comm[F.ORDER_TS].to_numpy()[at], rank))
     at = at[order]
     rank = rank[order]
-    index = comm.index[at]
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
     every_call, sites = factorize(comm[S.CALL_SITE])
     call = every_call[at]
@@ -78,11 +77,20 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     # a run that is not one v-collective is split back into single collectives
     rows = comm[F.ROW].to_numpy(dtype=np.int64)[at]
     ids = np.where(whole | (size == 1), ids, -(rows + 1))
-    ids = pd.Series(pd.factorize(ids)[0].astype(np.int64), index=index)
+    ids = pd.factorize(ids)[0].astype(np.int64)
     gop = as_objects(grouped_op)[at]
     ops = as_objects(comm[S.OP])[at]
-    lop = pd.Series(np.where(whole & pd.notna(gop), gop, ops), index=index, dtype=object)
-    return ids.reindex(comm.index), lop.reindex(comm.index)
+    lop = np.where(whole & pd.notna(gop), gop, ops)
+    # spread over all rows by position, as a reindex would: NaN where a row is no unit (the
+    # ids then float64, the ops NaN objects)
+    if len(at) == len(comm):
+        all_ids, all_ops = np.empty(len(comm), dtype=np.int64), np.empty(len(comm), dtype=object)
+    else:
+        all_ids, all_ops = np.full(len(comm), np.nan), np.full(len(comm), np.nan, dtype=object)
+    all_ids[at] = ids
+    all_ops[at] = lop
+    return (pd.Series(all_ids, index=comm.index),
+            pd.Series(all_ops, index=comm.index, dtype=object))
 
 
 def _enclosing(units: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
