@@ -147,7 +147,7 @@ def _same_step(todo: pd.DataFrame, rules: RuleSet) -> pd.Series:
 
 def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
            layer_key: np.ndarray) -> pd.DataFrame:
-    out = first.copy()
+    out = first.copy(deep=False)  # copy on write: only the columns written are copied
     # the complete layer each borrowing row names, by its first row's step and layer
     where = todo[_WHERE].to_numpy(dtype=np.int64)
     first_row = first_rows(layer_key)
