@@ -6,9 +6,10 @@ RSS low). The engine's steps allocate and free hundreds of column-sized temporar
 147k-row int64 or object column is 1.2 MB); under that policy each one is a fresh mapping
 whose every page faults in, and the kernel's share of the stage came to a third of its CPU
 time (about 215k minor faults per attribution of the 8-rank synth run). While the stage
-runs, blocks up to ``REUSED_BLOCK`` come from the heap, where freed ones are reused; on exit
-the heap's free pages are given back (``malloc_trim``), so what the stage freed does not
-stay resident for the stages after it.
+runs, blocks up to ``REUSED_BLOCK`` come from the heap, where freed ones are reused, and up
+to ``KEPT_TOP`` of free memory at the heap's top is kept rather than given back at each free;
+on exit the heap's free pages are given back (``malloc_trim``), so what the stage freed does
+not stay resident for the stages after it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from functools import cache
 # glibc's own ceiling for the threshold it raises as blocks are freed (DEFAULT_MMAP_THRESHOLD_MAX
 # on 64-bit): blocks below it are reused from the heap, larger ones still get pages of their own
 REUSED_BLOCK = 32 << 20
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameters
+_M_TRIM_THRESHOLD = -1
+# free memory at the top of the heap is kept up to this much while the stage runs (glibc
+# otherwise gives back everything above 128 KiB at each free, once the threshold above is set,
+# and the next temporary faults its pages in again); glibc's default is restored on exit
+KEPT_TOP = 64 << 20
+DEFAULT_TRIM = 128 << 10
 _LOCK = threading.Lock()
 _depth = [0]
 
@@ -37,9 +44,10 @@ def _libc() -> ctypes.CDLL | None:
 
 @contextmanager
 def reused_heap() -> Iterator[None]:
-    """Blocks below ``REUSED_BLOCK`` from glibc's heap while the body runs (the outermost of
-    nested or concurrent uses sets it and trims on exit). The threshold stays set after it
-    (glibc has no getter); the next parse sets its own."""
+    """Blocks below ``REUSED_BLOCK`` from glibc's heap, and ``KEPT_TOP`` of its free top kept,
+    while the body runs; the outermost of nested or concurrent uses sets both, and on exit
+    restores glibc's trim threshold and trims. The mmap threshold stays set after it (glibc
+    has no getter); the next parse sets its own."""
     libc = _libc()
     with _LOCK:
         outermost = not _depth[0]
@@ -47,6 +55,7 @@ def reused_heap() -> Iterator[None]:
     if outermost and libc is not None:
         with suppress(AttributeError):  # not glibc
             libc.mallopt(_M_MMAP_THRESHOLD, REUSED_BLOCK)
+            libc.mallopt(_M_TRIM_THRESHOLD, KEPT_TOP)
     try:
         yield
     finally:
@@ -55,4 +64,5 @@ def reused_heap() -> Iterator[None]:
             last = not _depth[0]
         if last and libc is not None:
             with suppress(AttributeError):
+                libc.mallopt(_M_TRIM_THRESHOLD, DEFAULT_TRIM)
                 libc.malloc_trim(0)
