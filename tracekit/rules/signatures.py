@@ -156,19 +156,26 @@ def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
     note = pd.Series(per_value(where, lambda k: "same collectives as the complete "
                                f"step {int(steps[k])} layer {int(layers[k])}"),
                      index=todo.index, dtype=object)
-    grp = todo.index[todo[S.STATUS] != Status.ATTRIBUTED]
-    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, S.PATH, F.PATH_RULE,
-                F.PATH_REASON):
-        out[col] = out[col].astype("object")
-    out.loc[grp, S.GROUP] = todo.loc[grp, _WANT_GROUP]
-    out.loc[grp, S.STATUS] = Status.ATTRIBUTED
-    out.loc[grp, F.GROUP_RULE] = "layer.signature"
-    out.loc[grp, F.GROUP_REASON] = _noted(out.loc[grp, F.GROUP_REASON].to_numpy(),
-                                          note[grp].to_numpy())
-    pth = todo.index[todo[S.PATH].isna()]
-    out.loc[pth, S.PATH] = todo.loc[pth, _WANT_PATH]
-    out.loc[pth, F.PATH_RULE] = "layer.signature"
-    out.loc[pth, F.PATH_REASON] = note[pth]
+    # written by position (object arrays), not by label
+    at = first.index.get_indexer(todo.index)
+    note_at = note.to_numpy()
+    grp = (todo[S.STATUS] != Status.ATTRIBUTED).to_numpy()
+    pth = todo[S.PATH].isna().to_numpy()
+    written = {
+        S.GROUP: (grp, todo[_WANT_GROUP].to_numpy(dtype=object)[grp]),
+        S.STATUS: (grp, Status.ATTRIBUTED),
+        F.GROUP_RULE: (grp, "layer.signature"),
+        F.GROUP_REASON: (grp, None),  # below: the prior reason noted
+        S.PATH: (pth, todo[_WANT_PATH].to_numpy(dtype=object)[pth]),
+        F.PATH_RULE: (pth, "layer.signature"),
+        F.PATH_REASON: (pth, note_at[pth]),
+    }
+    for col, (rows, values) in written.items():
+        column = out[col].to_numpy(dtype=object, copy=True)
+        if col == F.GROUP_REASON:
+            values = _noted(column[at[rows]], note_at[rows])
+        column[at[rows]] = values
+        out[col] = pd.Series(column, index=out.index, dtype=object)
     return out
 
 
