@@ -27,7 +27,7 @@ from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
-from tracekit.rules.grouping import as_objects, per_value, position_in_group, sequence_ids
+from tracekit.rules.grouping import per_value, position_in_group, sequence_ids
 from tracekit.rules.groups import (
     attribute_groups,
     evidence_codes,
@@ -173,7 +173,11 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     comm[F.KGROUP] = kernel_group(comm[F.KRULE], rules, topo)
     comm[F.THREAD_GROUP] = None
     comm[F.LINK] = link_wrappers(comm)
-    comm[S.CALL_SITE] = missing_call_sites(run.events, comm)
+    # call sites are long strings that several steps key rows by: coded once here (CALL_KEY,
+    # -1 where none), one shared object per distinct site
+    call_key, sites = factorize(missing_call_sites(run.events, comm))
+    comm[S.CALL_SITE] = pd.Series(_with_none(sites)[call_key], index=comm.index, dtype=object)
+    comm[F.CALL_KEY] = call_key.astype(np.int64)
     comm = comm.join(apply_call_sites(comm, rules))
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
@@ -195,7 +199,7 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
     if cross_rank:
         unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
-        asked = comm.loc[unlinked.to_numpy(), [S.RANK, S.NAME, S.OP, S.CALL_SITE]]
+        asked = comm.loc[unlinked.to_numpy(), [S.RANK, S.NAME, S.OP, S.CALL_SITE, F.CALL_KEY]]
         last = participants_pass(asked.join(groups), topo)
         at = groups.index.get_indexer(last.index)
         for col in last.columns:
@@ -206,6 +210,13 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     groups = _from_wrappers(comm, groups)
     comm = comm.join(groups)
     return _order_and_paths(frame, comm, rules, topo)
+
+
+def _with_none(uniques: np.ndarray) -> np.ndarray:
+    """``uniques`` as objects with a trailing None (what code -1 takes)."""
+    table = np.empty(len(uniques) + 1, dtype=object)
+    table[:-1] = uniques
+    return table
 
 
 def _has_split(events: pa.Table, rows: np.ndarray) -> np.ndarray:
@@ -263,8 +274,6 @@ Item = tuple[str | None, tuple[str, ...]]
 def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
                      topo: Topology | None) -> pd.DataFrame:
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
-    # call sites are long strings read by several steps: one object per distinct site
-    comm[S.CALL_SITE] = pd.Series(as_objects(comm[S.CALL_SITE]), index=comm.index, dtype=object)
     linked_targets = set(comm.loc[comm[F.LINK] >= 0, F.LINK].tolist())
     has_gloo = comm[F.GLOO].groupby(comm[S.RANK]).transform("any")
     is_wrapper = comm[F.RUNS_AS].notna()

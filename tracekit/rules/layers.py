@@ -53,10 +53,16 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     at = at[order]
     rank = rank[order]
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
-    every_call, sites = factorize(comm[S.CALL_SITE])
-    call = every_call[at]
-    if "" in set(sites):  # no call site and an empty one are the same
-        call[call < 0] = list(sites).index("")
+    if F.CALL_KEY in comm:  # the engine's call-site codes
+        call = comm[F.CALL_KEY].to_numpy(dtype=np.int64)[at]
+        empty = np.flatnonzero(comm[S.CALL_SITE].to_numpy()[at] == "")
+        if empty.size:  # no call site and an empty one are the same
+            call[call < 0] = call[empty[0]]
+    else:
+        every_call, sites = factorize(comm[S.CALL_SITE])
+        call = every_call[at]
+        if "" in set(sites):  # no call site and an empty one are the same
+            call[call < 0] = list(sites).index("")
     rule = comm[F.KRULE].to_numpy()[at]
     own_meta = (comm[S.PG_NAME].notna() | comm[S.PG_DESC].notna()).to_numpy()[at]
     located = ((comm[S.KIND] == S.Kind.KERNEL) | comm[S.CALL_SITE].notna()).to_numpy()[at]
