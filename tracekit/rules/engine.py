@@ -327,10 +327,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
                 S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if len(target) else ():
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
     comm = take_prepared(comm)
-    comm = _fill_wrappers(comm)
-    comm[S.PHASE] = pd.Series(per_value(comm[S.PATH], rules.phase_of), index=comm.index,
-                              dtype=object)
-    return comm
+    return _fill_wrappers(comm)  # the phases follow from the paths (``_assemble``)
 
 
 def _sizes_once(members: pd.DataFrame, topo: Topology | None) -> pd.Series:
@@ -518,6 +515,11 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     op_index[rows] = op_codes
     op = _dictionary(op_index, np.concatenate(
         [op_values, np.asarray(given.dictionary.to_pylist(), dtype=object)]))
+    # a row's phase is its path's: looked up per distinct path
+    path_codes, paths = _factorized(comm[S.PATH])
+    phases = np.array([rules.phase_of(p) for p in paths.tolist()] + [None], dtype=object)
+    paths = np.append(paths, None)
+    path_codes = np.where(path_codes < 0, len(paths) - 1, path_codes)
     logical = np.full(n, np.nan)
     logical[rows] = comm[S.LOGICAL_ID].to_numpy(dtype=float)
     layer = np.full(n, np.nan)
@@ -533,8 +535,8 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
         S.KERNEL_CLASS: _dictionary(kernel_rule, classes),
         S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
         S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
-        S.PATH: _dictionary(*_at_rows(*_factorized(comm[S.PATH]), rows, n)),
-        S.PHASE: _dictionary(*_at_rows(*_factorized(comm[S.PHASE]), rows, n)),
+        S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n)),
+        S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n)),
         S.LAYER: pa.array(layer, from_pandas=True).cast(pa.int32()),
         S.LOGICAL_ID: pa.array(logical, from_pandas=True).cast(pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
