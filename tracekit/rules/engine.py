@@ -36,7 +36,13 @@ from tracekit.rules.groups import (
 )
 from tracekit.rules.heap import reused_heap
 from tracekit.rules.kernels import classify_table, rule_column
-from tracekit.rules.keys import factorize, first_rows, row_codes, tuple_key_series
+from tracekit.rules.keys import (
+    factorize,
+    first_appearance,
+    first_rows,
+    row_codes,
+    tuple_key_series,
+)
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
@@ -505,9 +511,10 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     roles = np.array([r.role for r in rules.kernel_classes] + [None], dtype=object)
     # EVENTS' op, the engine's where it decided one: both in code space
     given = events.column(S.OP)
-    given = pc.dictionary_encode((given.cast(given.type.value_type)
-                                  if pa.types.is_dictionary(given.type) else given)
-                                 .combine_chunks())
+    if pa.types.is_dictionary(given.type):  # codes into one dictionary, not a string per row
+        given = pa.table({S.OP: given}).unify_dictionaries().column(S.OP).combine_chunks()
+    else:
+        given = pc.dictionary_encode(given.combine_chunks())
     op_codes, op_values = _factorized(comm[S.OP])
     op_index = np.asarray(given.indices.fill_null(-1).to_numpy(zero_copy_only=False),
                           dtype=np.int64) + len(op_values)
@@ -571,7 +578,10 @@ def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     value_of = np.append(value_of, -1)  # index -1: no value
     codes = value_of[index]
     valid = codes >= 0
-    order, firsts = pd.factorize(codes[valid])
+    present = codes[valid]
+    order = first_appearance(present, len(values))
+    firsts = np.empty(int(order.max()) + 1 if order.size else 0, dtype=np.int64)
+    firsts[order] = present  # every row of a number holds the same value
     indices = np.zeros(len(index), dtype=np.int32)
     indices[valid] = order
     dictionary = pa.array(np.asarray(values, dtype=object)[firsts], pa.string())

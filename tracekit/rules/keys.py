@@ -32,10 +32,10 @@ def row_codes(columns: Sequence[Any]) -> np.ndarray:
         key, span = key * width + codes, span * width
     if key is None:
         return np.zeros(0, dtype=np.int64)
-    return _first_appearance(key, span)
+    return first_appearance(key, span)
 
 
-def _first_appearance(key: np.ndarray, span: int) -> np.ndarray:
+def first_appearance(key: np.ndarray, span: int) -> np.ndarray:
     """``pd.factorize(key)[0]`` for keys in 0..span-1: where the span is small against the
     rows, each key's first row is found by a scatter-min and the keys numbered in that order
     (no hash table)."""
