@@ -83,8 +83,8 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     # a run that is not one v-collective is split back into single collectives
     rows = comm[F.ROW].to_numpy(dtype=np.int64)[at]
     ids = np.where(whole | (size == 1), ids, -(rows + 1))
-    ids = pd.factorize(ids)[0].astype(np.int64)
-    gop = as_objects(grouped_op)[at]
+    ids = row_codes(ids)  # numbered by first appearance
+    gop = grouped_op.to_numpy(dtype=object)[at]  # the kernel rules' texts: shared already
     ops = as_objects(comm[S.OP])[at]
     lop = np.where(whole & pd.notna(gop), gop, ops)
     # spread over all rows by position, as a reindex would: NaN where a row is no unit (the
