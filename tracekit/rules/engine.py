@@ -72,14 +72,15 @@ from tracekit.tables import to_frame, to_pandas
 from tracekit.topology import Topology
 
 COMM_CLASSES = (KernelClass.COMM, KernelClass.FUSED)
+# KIND is not converted: the frames take it as a categorical of its codes (``_kinds``)
 _NEEDED = (
-    S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CALL_SITE, S.OP, S.PG_DESC,
+    S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.CALL_SITE, S.OP, S.PG_DESC,
     S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES,
     S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION, S.META_SOURCE,
 )
 # what the steps read of every event (launches, steps and layer markers); the other columns
 # are read of the communication rows alone, so only those rows are converted
-_ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CORRELATION)
+_ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.CORRELATION)
 
 
 def resolve_topology(run: model.Run, options: model.AnalyzeOptions,
