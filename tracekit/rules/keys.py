@@ -163,3 +163,12 @@ def lane_time_keys(lanes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, in
     ranked = np.unique(times, return_inverse=True)[1].reshape(-1).astype(np.int64)
     width = int(ranked.max()) + 1
     return lanes * width + ranked, width
+
+
+def correlation_ids(values: np.ndarray) -> np.ndarray:
+    """Correlation ids (no missing ones), as int64: an integer column with nulls is float64 in
+    the engine's frames, and integer codes of a dense range need no hashing (``row_codes``).
+    Float64 holds these ids exactly (below 2**53), so equal ids stay equal."""
+    if values.dtype.kind == "f" and values.size and np.abs(values).max() < 2.0**53:
+        return values.astype(np.int64)
+    return values

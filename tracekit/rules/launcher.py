@@ -17,7 +17,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.keys import lane_time_keys, row_codes
+from tracekit.rules.keys import correlation_ids, lane_time_keys, row_codes
 
 _LANE = [S.RANK, S.PID, S.TID]
 _LAUNCH_FACTS = (S.PID, S.TID, S.TS_NS)  # of the runtime launch
@@ -53,8 +53,8 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
     # the launch of each kernel: the first runtime row of its (rank, correlation)
     keys = row_codes([
         np.concatenate([frame[S.RANK].to_numpy()[runtime], comm[S.RANK].to_numpy()[device]]),
-        np.concatenate([frame[S.CORRELATION].to_numpy()[runtime],
-                        comm[S.CORRELATION].to_numpy()[device]])])
+        correlation_ids(np.concatenate([frame[S.CORRELATION].to_numpy()[runtime],
+                                        comm[S.CORRELATION].to_numpy()[device]]))])
     first = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
     r_keys, r_first = np.unique(keys[:runtime.size], return_index=True)
     first[r_keys] = runtime[r_first]

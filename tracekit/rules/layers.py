@@ -29,7 +29,7 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
-from tracekit.rules.keys import factorize, lane_time_keys
+from tracekit.rules.keys import correlation_ids, factorize, lane_time_keys
 from tracekit.rules.model import RuleSet
 
 STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
@@ -159,8 +159,8 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
         keys = row_codes(
             np.concatenate([events[S.RANK].to_numpy()[runtime],
                             units[S.RANK].to_numpy()[device]]),
-            np.concatenate([events[S.CORRELATION].to_numpy()[runtime],
-                            units[S.CORRELATION].to_numpy()[device]]))
+            correlation_ids(np.concatenate([events[S.CORRELATION].to_numpy()[runtime],
+                                            units[S.CORRELATION].to_numpy()[device]])))
         first = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
         r_keys, r_first = np.unique(keys[:runtime.size], return_index=True)
         first[r_keys] = runtime[r_first]
