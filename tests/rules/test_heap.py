@@ -33,7 +33,8 @@ def test_nested_uses_set_the_policy_once_and_trim_at_the_end(
         with heap.reused_heap():
             pass
         assert len(libc.calls) == 2  # the inner use changes nothing
-    assert libc.calls[2:] == [("mallopt", -1, heap.DEFAULT_TRIM), ("malloc_trim", 0)]
+    assert libc.calls[2:] == [("mallopt", -1, heap.DEFAULT_TRIM),
+                              ("mallopt", -3, heap.LARGE_BLOCK), ("malloc_trim", 0)]
 
 
 def test_an_error_in_the_body_still_restores(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,6 +46,7 @@ def test_an_error_in_the_body_still_restores(monkeypatch: pytest.MonkeyPatch) ->
     with heap.reused_heap():  # the depth went back to zero: the next use sets it again
         pass
     assert libc.calls.count(("mallopt", -3, heap.REUSED_BLOCK)) == 2
+    assert libc.calls.count(("mallopt", -3, heap.LARGE_BLOCK)) == 2
 
 
 def test_without_a_c_library_nothing_is_called(monkeypatch: pytest.MonkeyPatch) -> None:
