@@ -35,7 +35,8 @@ def apply_call_sites(comm: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     compiled = [re.compile(r.match) for r in rules.call_sites]
     call, op, split = (comm[S.CALL_SITE].astype("object"), comm[S.OP].astype("object"),
                        comm[F.HAS_SPLIT])
-    codes = row_codes([call, op, split])
+    # the engine's call-site codes where it has them (equal sites, equal codes)
+    codes = row_codes([comm.get(F.CALL_KEY, call), op, split])
     first = first_rows(codes)
     found = [_match(c, o, s is True, rules.call_sites, compiled) for c, o, s in zip(
         call.iloc[first].tolist(), op.iloc[first].tolist(), split.iloc[first].tolist(),

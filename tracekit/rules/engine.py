@@ -27,15 +27,22 @@ from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
-from tracekit.rules.grouping import as_objects, per_value, position_in_group, sequence_ids
+from tracekit.rules.grouping import per_value, position_in_group, sequence_ids
 from tracekit.rules.groups import (
     attribute_groups,
     evidence_codes,
     kernel_group,
     participants_pass,
 )
+from tracekit.rules.heap import reused_heap
 from tracekit.rules.kernels import classify_table, rule_column
-from tracekit.rules.keys import factorize, first_rows, row_codes, tuple_key_series
+from tracekit.rules.keys import (
+    factorize,
+    first_appearance,
+    first_rows,
+    row_codes,
+    tuple_key_series,
+)
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
@@ -65,14 +72,15 @@ from tracekit.tables import to_frame, to_pandas
 from tracekit.topology import Topology
 
 COMM_CLASSES = (KernelClass.COMM, KernelClass.FUSED)
+# KIND is not converted: the frames take it as a categorical of its codes (``_kinds``)
 _NEEDED = (
-    S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CALL_SITE, S.OP, S.PG_DESC,
+    S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.CALL_SITE, S.OP, S.PG_DESC,
     S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES,
     S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION, S.META_SOURCE,
 )
 # what the steps read of every event (launches, steps and layer markers); the other columns
 # are read of the communication rows alone, so only those rows are converted
-_ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.KIND, S.CORRELATION)
+_ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.CORRELATION)
 
 
 def resolve_topology(run: model.Run, options: model.AnalyzeOptions,
@@ -95,8 +103,9 @@ def attribute_run(run: model.Run, options: model.AnalyzeOptions) -> tuple[pa.Tab
     """ATTRIBUTED (every EVENTS row plus the verdict) and FINDINGS."""
     rules = load_rules(options.rules_files)
     topo = resolve_topology(run, options, rules)
-    attributed, units = attribute_events(run, rules, topo)
-    return attributed, run_lints(units, rules, topo, run)
+    with reused_heap():  # the lints too
+        attributed, units = attribute_events(run, rules, topo)
+        return attributed, run_lints(units, rules, topo, run)
 
 
 def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
@@ -108,9 +117,17 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     batch of ranks gives the rows of its ranks attributed one by one (logical ids aside: they
     count on across the batch's ranks, in rank order).
     """
+    with reused_heap():
+        return _attribute_events(run, rules, topo, cross_rank)
+
+
+def _attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None,
+                      cross_rank: bool) -> tuple[pa.Table, pa.Table]:
     events = run.events
     frame = to_frame(events, _ALL_ROWS)
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
+    kinds = _kinds(events)
+    frame[S.KIND] = kinds
     krule = classify_table(events, rules)
     # the kernel class is the matched rule's: decided per rule, taken by rule index
     classes = np.array([r.cls for r in rules.kernel_classes] + [None], dtype=object)
@@ -118,8 +135,25 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
     kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
     comm = to_frame(events, _NEEDED, np.flatnonzero(in_comm[kernel_rule]))
     comm[F.ROW] = comm.index.to_numpy()
+    comm[S.KIND] = pd.Series(kinds.take(comm[F.ROW].to_numpy()), index=comm.index)
     verdict = _attribute_comm(frame, comm, krule, rules, topo, run, cross_rank)
     return _assemble(events, krule, classes, verdict, rules), collective_units(verdict)
+
+
+def _kinds(events: pa.Table) -> pd.Categorical:
+    """EVENTS' KIND as a categorical from its dictionary codes: the steps compare it with
+    one kind after another (runtime, kernel, annotation), on every row; in code space that
+    is an integer compare, not one string compare per row."""
+    column = events.column(S.KIND)
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    column = pa.table({S.KIND: column}).unify_dictionaries().column(S.KIND).combine_chunks()
+    # the dictionary may repeat a value: codes of its distinct values
+    values = column.dictionary.to_pandas().to_numpy(dtype=object)
+    distinct_of, distinct = pd.factorize(values)
+    indices = pc.fill_null(column.indices, -1).to_numpy(zero_copy_only=False)
+    codes = np.where(indices >= 0, np.append(distinct_of, -1)[indices], -1)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(distinct, dtype=object))
 
 
 def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
@@ -127,10 +161,17 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                     cross_rank: bool) -> pd.DataFrame:
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
-                      (F.INSTANCE, "instance"), (F.RUNS_AS, "runs_as"), (F.KPATH, "path"),
-                      (F.GROUPED, "grouped"), (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
+                      (F.RUNS_AS, "runs_as"), (F.KPATH, "path"), (F.GROUPED, "grouped"),
+                      (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
         values = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
         comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
+    # flags of the kernel rule, per rule then taken by rule index (no object column)
+    at_rule = np.where(comm[F.KRULE].to_numpy() < 0, len(rules.kernel_classes),
+                       comm[F.KRULE].to_numpy())
+    for col, flag in ((F.INSTANCE, lambda r: bool(r.instance)),
+                      (F.GLOO, lambda r: r.library == "gloo")):
+        table = np.array([flag(r) for r in rules.kernel_classes] + [False], dtype=bool)
+        comm[col] = table[at_rule]
     comm = take_launcher_facts(comm, launchers(frame, comm))
     comm[S.OP] = comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
     comm[PREPARES] = prepared_targets(comm, rules)
@@ -139,7 +180,11 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     comm[F.KGROUP] = kernel_group(comm[F.KRULE], rules, topo)
     comm[F.THREAD_GROUP] = None
     comm[F.LINK] = link_wrappers(comm)
-    comm[S.CALL_SITE] = missing_call_sites(run.events, comm)
+    # call sites are long strings that several steps key rows by: coded once here (CALL_KEY,
+    # -1 where none), one shared object per distinct site
+    call_key, sites = factorize(missing_call_sites(run.events, comm))
+    comm[S.CALL_SITE] = pd.Series(_with_none(sites)[call_key], index=comm.index, dtype=object)
+    comm[F.CALL_KEY] = call_key.astype(np.int64)
     comm = comm.join(apply_call_sites(comm, rules))
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
@@ -161,7 +206,7 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
     if cross_rank:
         unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
-        asked = comm.loc[unlinked.to_numpy(), [S.RANK, S.NAME, S.OP, S.CALL_SITE]]
+        asked = comm.loc[unlinked.to_numpy(), [S.RANK, S.NAME, S.OP, S.CALL_SITE, F.CALL_KEY]]
         last = participants_pass(asked.join(groups), topo)
         at = groups.index.get_indexer(last.index)
         for col in last.columns:
@@ -172,6 +217,13 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     groups = _from_wrappers(comm, groups)
     comm = comm.join(groups)
     return _order_and_paths(frame, comm, rules, topo)
+
+
+def _with_none(uniques: np.ndarray) -> np.ndarray:
+    """``uniques`` as objects with a trailing None (what code -1 takes)."""
+    table = np.empty(len(uniques) + 1, dtype=object)
+    table[:-1] = uniques
+    return table
 
 
 def _has_split(events: pa.Table, rows: np.ndarray) -> np.ndarray:
@@ -229,10 +281,8 @@ Item = tuple[str | None, tuple[str, ...]]
 def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
                      topo: Topology | None) -> pd.DataFrame:
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
-    # call sites are long strings read by several steps: one object per distinct site
-    comm[S.CALL_SITE] = pd.Series(as_objects(comm[S.CALL_SITE]), index=comm.index, dtype=object)
     linked_targets = set(comm.loc[comm[F.LINK] >= 0, F.LINK].tolist())
-    has_gloo = comm[F.LIBRARY].eq("gloo").groupby(comm[S.RANK]).transform("any")
+    has_gloo = comm[F.GLOO].groupby(comm[S.RANK]).transform("any")
     is_wrapper = comm[F.RUNS_AS].notna()
     inst = comm[F.INSTANCE].astype(bool)
     comm[F.UNIT] = (has_gloo & is_wrapper) | (inst & ~comm[F.ROW].isin(linked_targets))
@@ -284,10 +334,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
                 S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if len(target) else ():
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
     comm = take_prepared(comm)
-    comm = _fill_wrappers(comm)
-    comm[S.PHASE] = pd.Series(per_value(comm[S.PATH], rules.phase_of), index=comm.index,
-                              dtype=object)
-    return comm
+    return _fill_wrappers(comm)  # the phases follow from the paths (``_assemble``)
 
 
 def _sizes_once(members: pd.DataFrame, topo: Topology | None) -> pd.Series:
@@ -465,9 +512,10 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     roles = np.array([r.role for r in rules.kernel_classes] + [None], dtype=object)
     # EVENTS' op, the engine's where it decided one: both in code space
     given = events.column(S.OP)
-    given = pc.dictionary_encode((given.cast(given.type.value_type)
-                                  if pa.types.is_dictionary(given.type) else given)
-                                 .combine_chunks())
+    if pa.types.is_dictionary(given.type):  # codes into one dictionary, not a string per row
+        given = pa.table({S.OP: given}).unify_dictionaries().column(S.OP).combine_chunks()
+    else:
+        given = pc.dictionary_encode(given.combine_chunks())
     op_codes, op_values = _factorized(comm[S.OP])
     op_index = np.asarray(given.indices.fill_null(-1).to_numpy(zero_copy_only=False),
                           dtype=np.int64) + len(op_values)
@@ -475,6 +523,11 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     op_index[rows] = op_codes
     op = _dictionary(op_index, np.concatenate(
         [op_values, np.asarray(given.dictionary.to_pylist(), dtype=object)]))
+    # a row's phase is its path's: looked up per distinct path
+    path_codes, paths = _factorized(comm[S.PATH])
+    phases = np.array([rules.phase_of(p) for p in paths.tolist()] + [None], dtype=object)
+    paths = np.append(paths, None)
+    path_codes = np.where(path_codes < 0, len(paths) - 1, path_codes)
     logical = np.full(n, np.nan)
     logical[rows] = comm[S.LOGICAL_ID].to_numpy(dtype=float)
     layer = np.full(n, np.nan)
@@ -490,8 +543,8 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
         S.KERNEL_CLASS: _dictionary(kernel_rule, classes),
         S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
         S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
-        S.PATH: _dictionary(*_at_rows(*_factorized(comm[S.PATH]), rows, n)),
-        S.PHASE: _dictionary(*_at_rows(*_factorized(comm[S.PHASE]), rows, n)),
+        S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n)),
+        S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n)),
         S.LAYER: pa.array(layer, from_pandas=True).cast(pa.int32()),
         S.LOGICAL_ID: pa.array(logical, from_pandas=True).cast(pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
@@ -526,7 +579,10 @@ def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     value_of = np.append(value_of, -1)  # index -1: no value
     codes = value_of[index]
     valid = codes >= 0
-    order, firsts = pd.factorize(codes[valid])
+    present = codes[valid]
+    order = first_appearance(present, len(values))
+    firsts = np.empty(int(order.max()) + 1 if order.size else 0, dtype=np.int64)
+    firsts[order] = present  # every row of a number holds the same value
     indices = np.zeros(len(index), dtype=np.int32)
     indices[valid] = order
     dictionary = pa.array(np.asarray(values, dtype=object)[firsts], pa.string())

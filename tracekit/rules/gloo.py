@@ -22,11 +22,18 @@ from tracekit.rules import frame as F
 SLACK_NS = 1_000  # clock granularity between a c10d op's start and its runloop work
 
 
+def _gloo_instances(comm: pd.DataFrame) -> np.ndarray:
+    """Rows that are gloo instances (the engine's flag of the kernel rule, where it set one)."""
+    gloo = (comm[F.GLOO].to_numpy(dtype=bool) if F.GLOO in comm
+            else (comm[F.LIBRARY] == "gloo").to_numpy())
+    return gloo & comm[F.INSTANCE].to_numpy(dtype=bool)
+
+
 def link_wrappers(comm: pd.DataFrame) -> pd.Series:
     """For every row: ROW of the gloo annotation a c10d wrapper caused, else -1."""
     link = pd.Series(-1, index=comm.index, dtype=np.int64)
     wrappers = comm[comm[F.RUNS_AS].notna()]
-    gloo = comm[(comm[F.LIBRARY] == "gloo") & comm[F.INSTANCE].astype(bool)]
+    gloo = comm[_gloo_instances(comm)]
     if wrappers.empty or gloo.empty:
         return link
     # inline (send/recv, or any gloo op on the caller's thread inside the wrapper)
@@ -66,7 +73,7 @@ def thread_groups(comm: pd.DataFrame, decided: pd.Series) -> pd.Series:
     whose decided rows disagree gets no group.
     """
     out = pd.Series([None] * len(comm), index=comm.index, dtype=object)
-    gloo = comm[(comm[F.LIBRARY] == "gloo") & comm[F.INSTANCE].astype(bool)]
+    gloo = comm[_gloo_instances(comm)]
     if gloo.empty:
         return out
     known = pd.DataFrame({S.RANK: gloo[S.RANK], S.TID: gloo[S.TID],

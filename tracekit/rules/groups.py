@@ -344,7 +344,8 @@ def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame
     out = comm[[S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, F.CANDIDATES]]
     if topo is None or comm[S.RANK].nunique() < 2:
         return out
-    calls = row_codes([comm[S.NAME], comm[S.OP], comm[S.CALL_SITE]])
+    site = comm[F.CALL_KEY] if F.CALL_KEY in comm else comm[S.CALL_SITE]  # codes: alike
+    calls = row_codes([comm[S.NAME], comm[S.OP], site])
     rank = comm[S.RANK].astype(int).to_numpy()
     issuers = _issuers(calls, rank)
     open_rows = np.flatnonzero((out[S.STATUS] != Status.ATTRIBUTED).to_numpy())

@@ -79,8 +79,16 @@ def _classified(names: tuple[np.ndarray, list[str]], kinds: tuple[np.ndarray, li
     matcher = _matcher(rules)
     (name_codes, name_texts), (kind_codes, kind_texts) = names, kinds
     width = max(len(kind_texts), 1)
-    pairs, inverse = np.unique(name_codes.astype(np.int64) * width + kind_codes,
-                               return_inverse=True)
+    key = name_codes.astype(np.int64) * width + kind_codes
+    span = len(name_texts) * width
+    if span <= 4 * len(key):  # dense: the pairs present marked, no sort
+        seen = np.zeros(span, dtype=bool)
+        seen[key] = True
+        pairs = np.flatnonzero(seen)
+        number = np.cumsum(seen) - 1
+        inverse = number[key]
+    else:
+        pairs, inverse = np.unique(key, return_inverse=True)
     hit = np.array([matcher.first(name_texts[p // width], kind_texts[p % width])
                     for p in pairs.tolist()], dtype=np.int64)
     return hit[inverse.reshape(-1)]

@@ -32,7 +32,22 @@ def row_codes(columns: Sequence[Any]) -> np.ndarray:
         key, span = key * width + codes, span * width
     if key is None:
         return np.zeros(0, dtype=np.int64)
-    return pd.factorize(key)[0].astype(np.int64)
+    return first_appearance(key, span)
+
+
+def first_appearance(key: np.ndarray, span: int) -> np.ndarray:
+    """``pd.factorize(key)[0]`` for keys in 0..span-1: where the span is small against the
+    rows, each key's first row is found by a scatter-min and the keys numbered in that order
+    (no hash table)."""
+    n = len(key)
+    if span > 4 * n:
+        return pd.factorize(key)[0].astype(np.int64)
+    first = np.full(span, n, dtype=np.int64)
+    np.minimum.at(first, key, np.arange(n, dtype=np.int64))
+    present = np.flatnonzero(first < n)
+    number = np.empty(span, dtype=np.int64)
+    number[present[np.argsort(first[present])]] = np.arange(len(present), dtype=np.int64)
+    return number[key]
 
 
 _MAX_KEY = 1 << 62
@@ -148,3 +163,12 @@ def lane_time_keys(lanes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, in
     ranked = np.unique(times, return_inverse=True)[1].reshape(-1).astype(np.int64)
     width = int(ranked.max()) + 1
     return lanes * width + ranked, width
+
+
+def correlation_ids(values: np.ndarray) -> np.ndarray:
+    """Correlation ids (no missing ones), as int64: an integer column with nulls is float64 in
+    the engine's frames, and integer codes of a dense range need no hashing (``row_codes``).
+    Float64 holds these ids exactly (below 2**53), so equal ids stay equal."""
+    if values.dtype.kind == "f" and values.size and np.abs(values).max() < 2.0**53:
+        return values.astype(np.int64)
+    return values

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.keys import lane_time_keys, row_codes
+from tracekit.rules.keys import correlation_ids, lane_time_keys, row_codes
 
 _LANE = [S.RANK, S.PID, S.TID]
 _LAUNCH_FACTS = (S.PID, S.TID, S.TS_NS)  # of the runtime launch
@@ -34,11 +34,12 @@ def _op(comm: pd.DataFrame) -> pd.Series:
 def launchers(frame: pd.DataFrame, comm: pd.DataFrame) -> pd.Series:
     """For every communication row: the comm index of the CPU op that launched it, or -1."""
     out = np.full(len(comm), -1, dtype=np.int64)
-    kinds = comm[S.KIND].astype("object")
+    kinds = comm[S.KIND]
     device = np.flatnonzero(((kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()).to_numpy())
     host = np.flatnonzero((kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
-                           & _op(comm).notna() & ~comm[F.INSTANCE].astype(bool)).to_numpy())
-    runtime = np.flatnonzero(((frame[S.KIND].astype("object") == S.Kind.RUNTIME)
+                           & (comm[S.OP].notna() | comm[F.RULE_OP].notna())  # an op so far
+                           & ~comm[F.INSTANCE].astype(bool)).to_numpy())
+    runtime = np.flatnonzero(((frame[S.KIND] == S.Kind.RUNTIME)
                               & frame[S.CORRELATION].notna()).to_numpy())
     if device.size and host.size and runtime.size:
         kernel, src = _launched(frame, comm, device, host, runtime)
@@ -52,8 +53,8 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
     # the launch of each kernel: the first runtime row of its (rank, correlation)
     keys = row_codes([
         np.concatenate([frame[S.RANK].to_numpy()[runtime], comm[S.RANK].to_numpy()[device]]),
-        np.concatenate([frame[S.CORRELATION].to_numpy()[runtime],
-                        comm[S.CORRELATION].to_numpy()[device]])])
+        correlation_ids(np.concatenate([frame[S.CORRELATION].to_numpy()[runtime],
+                                        comm[S.CORRELATION].to_numpy()[device]]))])
     first = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
     r_keys, r_first = np.unique(keys[:runtime.size], return_index=True)
     first[r_keys] = runtime[r_first]
@@ -116,14 +117,16 @@ def take_launcher_facts(comm: pd.DataFrame, source: pd.Series) -> pd.DataFrame:
     named_only = comm.loc[rows, S.META_SOURCE].astype("object").isin([S.MetaSource.NAME, None]) \
         | comm.loc[rows, S.META_SOURCE].isna()
     op = comm.loc[rows, S.OP].astype("object")
-    theirs = pd.Series(_op(comm).loc[src].to_numpy(), index=rows)
+    theirs = pd.Series(_op(comm.loc[src, [S.OP, F.RULE_OP]]).to_numpy(), index=rows)
     comm[S.OP] = comm[S.OP].astype("object")
     comm.loc[rows, S.OP] = op.where(~named_only | theirs.isna(), theirs)
     for col in CARRIED:
         mine = comm.loc[rows, col]
-        need = mine.isna() if col != S.PG_RANKS else mine.map(
-            lambda v: v is None or (not isinstance(v, float) and len(v) == 0)
-            or (isinstance(v, float) and v != v))
+        need = mine.isna()
+        if col == S.PG_RANKS:  # an empty member list counts as none
+            held = np.flatnonzero(~need.to_numpy())
+            empty = [len(v) == 0 for v in mine.to_numpy()[held].tolist()]
+            need.iloc[held[np.asarray(empty, dtype=bool)]] = True
         if need.any():
             comm[col] = comm[col].astype("object")
             take = rows[need.to_numpy()]

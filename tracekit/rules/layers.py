@@ -29,7 +29,7 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
-from tracekit.rules.keys import factorize
+from tracekit.rules.keys import correlation_ids, factorize, lane_time_keys
 from tracekit.rules.model import RuleSet
 
 STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
@@ -52,12 +52,17 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     order = np.lexsort((comm[S.TS_NS].to_numpy()[at], comm[F.ORDER_TS].to_numpy()[at], rank))
     at = at[order]
     rank = rank[order]
-    index = comm.index[at]
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
-    every_call, sites = factorize(comm[S.CALL_SITE])
-    call = every_call[at]
-    if "" in set(sites):  # no call site and an empty one are the same
-        call[call < 0] = list(sites).index("")
+    if F.CALL_KEY in comm:  # the engine's call-site codes
+        call = comm[F.CALL_KEY].to_numpy(dtype=np.int64)[at]
+        empty = np.flatnonzero(comm[S.CALL_SITE].to_numpy()[at] == "")
+        if empty.size:  # no call site and an empty one are the same
+            call[call < 0] = call[empty[0]]
+    else:
+        every_call, sites = factorize(comm[S.CALL_SITE])
+        call = every_call[at]
+        if "" in set(sites):  # no call site and an empty one are the same
+            call[call < 0] = list(sites).index("")
     rule = comm[F.KRULE].to_numpy()[at]
     own_meta = (comm[S.PG_NAME].notna() | comm[S.PG_DESC].notna()).to_numpy()[at]
     located = ((comm[S.KIND] == S.Kind.KERNEL) | comm[S.CALL_SITE].notna()).to_numpy()[at]
@@ -78,52 +83,96 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     # a run that is not one v-collective is split back into single collectives
     rows = comm[F.ROW].to_numpy(dtype=np.int64)[at]
     ids = np.where(whole | (size == 1), ids, -(rows + 1))
-    ids = pd.Series(pd.factorize(ids)[0].astype(np.int64), index=index)
-    gop = as_objects(grouped_op)[at]
+    ids = row_codes(ids)  # numbered by first appearance
+    gop = grouped_op.to_numpy(dtype=object)[at]  # the kernel rules' texts: shared already
     ops = as_objects(comm[S.OP])[at]
-    lop = pd.Series(np.where(whole & pd.notna(gop), gop, ops), index=index, dtype=object)
-    return ids.reindex(comm.index), lop.reindex(comm.index)
+    lop = np.where(whole & pd.notna(gop), gop, ops)
+    # spread over all rows by position, as a reindex would: NaN where a row is no unit (the
+    # ids then float64, the ops NaN objects)
+    if len(at) == len(comm):
+        all_ids, all_ops = np.empty(len(comm), dtype=np.int64), np.empty(len(comm), dtype=object)
+    else:
+        all_ids, all_ops = np.full(len(comm), np.nan), np.full(len(comm), np.nan, dtype=object)
+    all_ids[at] = ids
+    all_ops[at] = lop
+    return (pd.Series(all_ids, index=comm.index),
+            pd.Series(all_ops, index=comm.index, dtype=object))
 
 
 def _enclosing(units: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
     """Index (0..) of the span on the same rank that encloses each unit's ORDER_TS (for
-    device events: the host time of their launch, see ``host_times``)."""
+    device events: the host time of their launch, see ``host_times``).
+
+    The span is the last one starting at or before the unit's time on its rank, in the order
+    a ``merge_asof`` over the spans sorted by start sees them (ties among equal starts as
+    that sort leaves them); its index counts the rank's spans sorted by (rank, start)."""
     out = pd.Series(np.nan, index=units.index)
     if spans.empty or units.empty:
         return out
-    spans = spans.sort_values([S.RANK, S.TS_NS]).copy()
-    spans[F.END] = spans[S.TS_NS] + spans[S.DUR_NS]
-    spans[F.STEP] = spans.groupby(S.RANK).cumcount()
-    left = units[[S.RANK, F.ORDER_TS]].reset_index().sort_values(F.ORDER_TS)
-    right = spans[[S.RANK, S.TS_NS, F.END, F.STEP]].sort_values(S.TS_NS)
-    hit = pd.merge_asof(left, right, left_on=F.ORDER_TS, right_on=S.TS_NS, by=S.RANK,
-                        direction="backward")
-    ok = hit[F.ORDER_TS] <= hit[F.END]
-    hit.loc[~ok, F.STEP] = np.nan
-    return hit.set_index(hit.columns[0])[F.STEP].reindex(units.index)
+    s_rank = spans[S.RANK].to_numpy()
+    s_ts = spans[S.TS_NS].to_numpy()
+    s_end = s_ts + spans[S.DUR_NS].to_numpy()
+    # index of each span among its rank's spans in (rank, start) order (a stable sort)
+    by_rank_start = np.lexsort((s_ts, s_rank))
+    number = np.empty(len(s_ts), dtype=np.int64)
+    number[by_rank_start] = position_in_group(
+        row_codes(s_rank[by_rank_start]))
+    # the spans in the order merge_asof read them (the (rank, start) order sorted again by
+    # start, unstably), then by rank, stably: among equal starts the last one read is taken
+    seen = by_rank_start[np.argsort(s_ts[by_rank_start], kind="quicksort")]
+    seen = seen[np.argsort(s_rank[seen], kind="stable")]
+    u_rank = units[S.RANK].to_numpy()
+    u_time = units[F.ORDER_TS].to_numpy()
+    lanes = row_codes(np.concatenate([s_rank[seen], u_rank]))
+    key, width = lane_time_keys(lanes, np.concatenate([s_ts[seen], u_time]))
+    s_key, u_key = key[:len(seen)], key[len(seen):]
+    pos = np.searchsorted(s_key, u_key, side="right") - 1
+    hit = pos >= 0
+    hit[hit] = s_key[pos[hit]] // width == u_key[hit] // width
+    at = seen[np.where(hit, pos, 0)]
+    hit &= u_time <= s_end[at]
+    values = np.where(hit, number[at], np.nan)
+    return pd.Series(values, index=units.index)
 
 
 def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     """Host-side time of each unit: a kernel's launch (runtime call with the same correlation
     on the same rank, e.g. cudaLaunchKernel or the cudaGraphLaunch that replayed it), else
-    the unit's own start. Host annotations (steps, layers) enclose host times."""
+    the unit's own start. Host annotations (steps, layers) enclose host times.
+
+    As in the pandas steps this replaces, where some units have a launch and some do not,
+    all the times pass through float64 (the launch times were looked up with missing
+    values, and the own times written into that float column)."""
     out = units[F.ORDER_TS].copy()
     if S.CORRELATION not in events or S.CORRELATION not in units:
         return out
-    # only the columns read below are filtered (the frames are wide)
-    runtime = events.loc[((events[S.KIND] == S.Kind.RUNTIME)
-                          & events[S.CORRELATION].notna()).to_numpy(),
-                         [S.RANK, S.CORRELATION, S.TS_NS]]
-    if runtime.empty:
+    runtime = np.flatnonzero(((events[S.KIND] == S.Kind.RUNTIME)
+                              & events[S.CORRELATION].notna()).to_numpy())
+    if not runtime.size:
         return out
-    launch = runtime.drop_duplicates([S.RANK, S.CORRELATION]).set_index(
-        [S.RANK, S.CORRELATION])[S.TS_NS]
-    device = units.loc[(units[S.CORRELATION].notna()
-                        & (units[S.KIND] == S.Kind.KERNEL)).to_numpy(),
-                       [S.RANK, S.CORRELATION]]
-    keys = pd.MultiIndex.from_frame(device[[S.RANK, S.CORRELATION]])
-    found = pd.Series(launch.reindex(keys).to_numpy(), index=device.index).reindex(out.index)
-    return out.where(found.isna(), found).astype(np.int64)
+    device = np.flatnonzero((units[S.CORRELATION].notna()
+                             & (units[S.KIND] == S.Kind.KERNEL)).to_numpy())
+    launched = np.zeros(0, dtype=np.int64)
+    at = np.zeros(0, dtype=np.int64)
+    if device.size:
+        # the launch of each kernel: the first runtime row of its (rank, correlation)
+        keys = row_codes(
+            np.concatenate([events[S.RANK].to_numpy()[runtime],
+                            units[S.RANK].to_numpy()[device]]),
+            correlation_ids(np.concatenate([events[S.CORRELATION].to_numpy()[runtime],
+                                            units[S.CORRELATION].to_numpy()[device]])))
+        first = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
+        r_keys, r_first = np.unique(keys[:runtime.size], return_index=True)
+        first[r_keys] = runtime[r_first]
+        launch = first[keys[runtime.size:]]
+        ok = launch >= 0
+        at = device[ok]
+        launched = events[S.TS_NS].to_numpy()[launch[ok]].astype(np.int64)
+    values = out.to_numpy().copy()
+    values[at] = launched
+    if at.size and at.size < len(units):  # as pandas wrote them: through one float64 array
+        values = values.astype(np.float64).astype(np.int64)
+    return pd.Series(values, index=out.index, name=out.name)
 
 
 def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:

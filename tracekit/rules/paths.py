@@ -54,7 +54,10 @@ def rule_paths(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None) -> pd.
     facts_cols = [F.LOGICAL_OP, S.GROUP, F.LIBRARY, F.ROLE, F.MODE, S.CALL_SITE, F.CALL_PATH,
                   F.CALL_RULE, F.KPATH, F.KRULE]
     # library, role, mode and kernel path are the kernel rule's: KRULE stands for them in the key
-    codes = row_codes(*(comm[c] for c in facts_cols if c not in _OF_KRULE))
+    # (and the engine's call-site codes for the call sites, where it has them)
+    key_cols = [F.CALL_KEY if c == S.CALL_SITE and F.CALL_KEY in comm else c
+                for c in facts_cols if c not in _OF_KRULE]
+    codes = row_codes(*(comm[c] for c in key_cols))
     reps = comm[facts_cols].iloc[first_rows(codes)].astype("object")
     paths = np.empty(len(reps), dtype=object)
     path_rules = np.empty(len(reps), dtype=object)

@@ -57,13 +57,9 @@ def transfer(first: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     done = work[row_complete]
     if done.empty:
         return first
-    answers = done.groupby([S.RANK, _SIG, _POS]).agg(
-        **{_WANT_GROUP: (S.GROUP, "first"), _WANT_PATH: (S.PATH, "first"),
-           "_ng": (S.GROUP, "nunique"), "_np": (S.PATH, "nunique"), _WHERE: (_LKEY, "first")})
-    bad = answers[(answers["_ng"] > 1) | (answers["_np"] > 1)].index.droplevel(_POS)
-    answers = answers[~answers.index.droplevel(_POS).isin(bad)]
     todo = work[~row_complete]
-    todo = todo.join(answers[[_WANT_GROUP, _WANT_PATH, _WHERE]], on=[S.RANK, _SIG, _POS])
+    for col, values in _answers(work, row_complete).items():
+        todo[col] = values[~row_complete]
     agrees = (todo[_WANT_GROUP].notna() & _agrees(todo, rules)).to_numpy()
     lkey = todo[_LKEY].to_numpy()
     refused = np.bincount(lkey, weights=~agrees, minlength=len(complete)) > 0
@@ -71,6 +67,56 @@ def transfer(first: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     if todo.empty:
         return first
     return _apply(first, todo, keyed, layer_key)
+
+
+def _answers(work: pd.DataFrame, complete: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row of ``work``, the answer of the complete rows at its (rank, signature,
+    position): the first group and path given there, and the layer key of the first row;
+    missing (NaN) where no complete row is there, or where the complete rows of that
+    (rank, signature) give two groups or two paths for one position. In code space: what
+    ``groupby([rank, signature, position]).agg(first, nunique)`` and a join gave."""
+    n = len(work)
+    slot = row_codes(work[S.RANK], work[_SIG], work[_POS])
+    pair = row_codes(work[S.RANK], work[_SIG])
+    done = np.flatnonzero(complete)
+    slots = int(slot.max()) + 1 if n else 0
+    answered = np.zeros(slots, dtype=bool)
+    answered[slot[done]] = True
+    conflicting = np.zeros(int(pair.max()) + 1 if n else 0, dtype=bool)
+    out: dict[str, np.ndarray] = {}
+    for col, want in ((S.GROUP, _WANT_GROUP), (S.PATH, _WANT_PATH)):
+        values = work[col].to_numpy(dtype=object)
+        codes = row_codes(values)
+        given = done[pd.notna(values[done])]
+        # distinct values given per slot: the distinct (slot, value) pairs counted
+        both = np.unique(slot[given] * (int(codes.max()) + 1) + codes[given])
+        many = np.bincount(both // (int(codes.max()) + 1), minlength=slots) > 1
+        conflicting[pair[many[slot]]] = True
+        out[want] = _taken(values, _first_row(slot, given, slots)[slot])
+    first_done = _first_row(slot, done, slots)
+    usable = answered[slot] & ~conflicting[pair]
+    where = np.where(first_done[slot] >= 0, work[_LKEY].to_numpy()[first_done[slot]], 0)
+    out[_WHERE] = np.where(usable, where, np.nan)
+    for want in (_WANT_GROUP, _WANT_PATH):
+        out[want][~usable] = np.nan
+    return out
+
+
+def _first_row(codes: np.ndarray, rows: np.ndarray, span: int) -> np.ndarray:
+    """Per code 0..span-1, the first of ``rows`` (ascending positions) with that code; -1
+    where none has it."""
+    out = np.full(span, -1, dtype=np.int64)
+    present, first = np.unique(codes[rows], return_index=True)
+    out[present] = rows[first]
+    return out
+
+
+def _taken(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """``values[at]`` as objects, NaN where ``at`` is -1."""
+    out = np.full(len(at), np.nan, dtype=object)
+    ok = at >= 0
+    out[ok] = values[at[ok]]
+    return out
 
 
 def layer_codes(keyed: pd.DataFrame) -> np.ndarray:
@@ -101,7 +147,7 @@ def _same_step(todo: pd.DataFrame, rules: RuleSet) -> pd.Series:
 
 def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
            layer_key: np.ndarray) -> pd.DataFrame:
-    out = first.copy()
+    out = first.copy(deep=False)  # copy on write: only the columns written are copied
     # the complete layer each borrowing row names, by its first row's step and layer
     where = todo[_WHERE].to_numpy(dtype=np.int64)
     first_row = first_rows(layer_key)
@@ -110,19 +156,26 @@ def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
     note = pd.Series(per_value(where, lambda k: "same collectives as the complete "
                                f"step {int(steps[k])} layer {int(layers[k])}"),
                      index=todo.index, dtype=object)
-    grp = todo.index[todo[S.STATUS] != Status.ATTRIBUTED]
-    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, S.PATH, F.PATH_RULE,
-                F.PATH_REASON):
-        out[col] = out[col].astype("object")
-    out.loc[grp, S.GROUP] = todo.loc[grp, _WANT_GROUP]
-    out.loc[grp, S.STATUS] = Status.ATTRIBUTED
-    out.loc[grp, F.GROUP_RULE] = "layer.signature"
-    out.loc[grp, F.GROUP_REASON] = _noted(out.loc[grp, F.GROUP_REASON].to_numpy(),
-                                          note[grp].to_numpy())
-    pth = todo.index[todo[S.PATH].isna()]
-    out.loc[pth, S.PATH] = todo.loc[pth, _WANT_PATH]
-    out.loc[pth, F.PATH_RULE] = "layer.signature"
-    out.loc[pth, F.PATH_REASON] = note[pth]
+    # written by position (object arrays), not by label
+    at = first.index.get_indexer(todo.index)
+    note_at = note.to_numpy()
+    grp = (todo[S.STATUS] != Status.ATTRIBUTED).to_numpy()
+    pth = todo[S.PATH].isna().to_numpy()
+    written = {
+        S.GROUP: (grp, todo[_WANT_GROUP].to_numpy(dtype=object)[grp]),
+        S.STATUS: (grp, Status.ATTRIBUTED),
+        F.GROUP_RULE: (grp, "layer.signature"),
+        F.GROUP_REASON: (grp, None),  # below: the prior reason noted
+        S.PATH: (pth, todo[_WANT_PATH].to_numpy(dtype=object)[pth]),
+        F.PATH_RULE: (pth, "layer.signature"),
+        F.PATH_REASON: (pth, note_at[pth]),
+    }
+    for col, (rows, values) in written.items():
+        column = out[col].to_numpy(dtype=object, copy=True)
+        if col == F.GROUP_REASON:
+            values = _noted(column[at[rows]], note_at[rows])
+        column[at[rows]] = values
+        out[col] = pd.Series(column, index=out.index, dtype=object)
     return out
 
 

@@ -1,0 +1,55 @@
+"""The attribute stage's allocation policy (rules/heap.py): set once by the outermost use,
+restored and trimmed when the last one ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tracekit.rules import heap
+
+
+class _Libc:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+def test_nested_uses_set_the_policy_once_and_trim_at_the_end(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    libc = _Libc()
+    monkeypatch.setattr(heap, "_libc", lambda: libc)
+    with heap.reused_heap():
+        assert libc.calls == [("mallopt", -3, heap.REUSED_BLOCK),
+                              ("mallopt", -1, heap.KEPT_TOP)]
+        with heap.reused_heap():
+            pass
+        assert len(libc.calls) == 2  # the inner use changes nothing
+    assert libc.calls[2:] == [("mallopt", -1, heap.DEFAULT_TRIM),
+                              ("mallopt", -3, heap.LARGE_BLOCK), ("malloc_trim", 0)]
+
+
+def test_an_error_in_the_body_still_restores(monkeypatch: pytest.MonkeyPatch) -> None:
+    libc = _Libc()
+    monkeypatch.setattr(heap, "_libc", lambda: libc)
+    with pytest.raises(ValueError), heap.reused_heap():
+        raise ValueError("boom")
+    assert libc.calls[-1] == ("malloc_trim", 0)
+    with heap.reused_heap():  # the depth went back to zero: the next use sets it again
+        pass
+    assert libc.calls.count(("mallopt", -3, heap.REUSED_BLOCK)) == 2
+    assert libc.calls.count(("mallopt", -3, heap.LARGE_BLOCK)) == 2
+
+
+def test_without_a_c_library_nothing_is_called(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heap, "_libc", lambda: None)
+    with heap.reused_heap():
+        pass
