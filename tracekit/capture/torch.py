@@ -99,6 +99,7 @@ def _stop_session(proc: subprocess.Popen[str]) -> None:
             return
         deadline = time.monotonic() + GRACE_S
         while time.monotonic() < deadline:
+            proc.poll()  # reap the command: its zombie would keep the group alive to killpg
             try:
                 os.killpg(proc.pid, 0)
             except ProcessLookupError:
