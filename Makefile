@@ -36,7 +36,7 @@ demo: setup
 # The suite on every core (pytest-xdist): tests of a module with a module-scoped fixture stay on
 # one worker (tests/conftest.py), so the fixture is built once. TEST_WORKERS=0: one process.
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (git ignores __pycache__): the
-# suite starts a few hundred Python processes that import tracekit, and each pytest worker
+# suite starts many Python processes that import tracekit, and each pytest worker
 # rewrites the test modules' asserts; without the caches every one compiles them again.
 TEST_WORKERS ?= auto
 test: setup browser
