@@ -41,6 +41,7 @@ class Result:
     stdout: str
     stderr: str
     wall_s: float
+    cpu_s: float
     rss_mb: float
     named: Path
     hashes_before: dict[str, str]
@@ -92,16 +93,18 @@ PRELOAD = ("click", "msgspec", "numpy", "pandas", "pyarrow", "pyarrow.compute", 
            "tracekit.pipeline.stages", "tracekit.parsers.kineto", "tracekit.parsers.ascend",
            "tracekit.rules.engine", "tracekit.measure", "tracekit.reports.text")
 
-# A process that imports PRELOAD, then forks one child per request (one
-# JSON line on stdin: argv, cwd, env, the files for stdout / stderr / the HWM); it answers the
-# child's pid, then its wait status. The child leaves the loop and runs the CLI at the top
-# level, so that it ends as ``python -c _WRAP`` would. Python only on the standard streams.
+# A process that imports PRELOAD, then forks one child per request (one JSON line on stdin:
+# argv, cwd, env, the files for stdout / stderr / the HWM); it answers the child's pid, then
+# its wait status and CPU seconds. The child leaves the loop and runs the CLI at the top level,
+# so that it ends as ``python -c _WRAP`` would. Python only on the standard streams.
 _SERVER = """
 import atexit, importlib, json, os, runpy, sys
 for _name in sys.argv[1:]:
     importlib.import_module(_name)
 
 def _serve():
+    import gc
+    gc.freeze()  # a child's collections skip what it inherited (no copy-on-write of it all)
     print("ready", flush=True)
     for line in sys.stdin:
         req = json.loads(line)
@@ -109,8 +112,8 @@ def _serve():
         if pid == 0:
             return req
         print(pid, flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(status, flush=True)
+        _, status, usage = os.wait4(pid, 0)
+        print(status, usage.ru_utime + usage.ru_stime, flush=True)
     sys.exit(0)
 
 req = _serve()
@@ -177,9 +180,10 @@ class Launcher:
         self._proc.stdin.flush()
         return int(self._line())
 
-    def wait(self) -> int:
-        """The wait status of the child last started."""
-        return int(self._line())
+    def wait(self) -> tuple[int, float]:
+        """The wait status and the CPU seconds of the child last started."""
+        status, cpu = self._line().split()
+        return int(status), float(cpu)
 
     def close(self) -> None:
         if self._proc.stdin is not None:
@@ -260,9 +264,10 @@ def run_case(case: object, folder: Path, launcher: Launcher | None = None) -> Re
         daemon=True)
     watcher.start()
     if launcher is None:
-        _, status, _usage = os.wait4(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
+        cpu = usage.ru_utime + usage.ru_stime
     else:
-        status = launcher.wait()
+        status, cpu = launcher.wait()
     wall = time.monotonic() - start
     finished.set()
     rc = os.waitstatus_to_exitcode(status)
@@ -278,7 +283,7 @@ def run_case(case: object, folder: Path, launcher: Launcher | None = None) -> Re
     watcher.join()
     return Result(
         rc=rc, stdout=stdout.decode(errors="replace"), stderr=stderr.decode(errors="replace"),
-        wall_s=wall, rss_mb=max(_read_hwm(hwm), peak[0] / MB), named=named,
+        wall_s=wall, cpu_s=cpu, rss_mb=max(_read_hwm(hwm), peak[0] / MB), named=named,
         hashes_before=before, hashes_after=_hashes(folder), killed=", ".join(why))
 
 
@@ -298,7 +303,8 @@ def main(args: list[str]) -> None:
         line = res.stderr.strip().replace(tmp, "T")
         ok = res.rc == case.rc and "Traceback" not in res.stderr
         print(f"{'ok ' if ok else 'BAD'} {case.family:18} {case.name:30} rc={res.rc} "
-              f"{res.wall_s:5.1f}s {res.rss_mb:6.0f}MB {res.killed} | {line[-300:]}",
+              f"{res.wall_s:5.1f}s {res.cpu_s:5.2f}s CPU {res.rss_mb:6.0f}MB {res.killed} | "
+              f"{line[-300:]}",
               flush=True)
     if launcher is not None:
         launcher.close()
