@@ -35,11 +35,14 @@ demo: setup
 
 # The suite on every core (pytest-xdist): tests of a module with a module-scoped fixture stay on
 # one worker (tests/conftest.py), so the fixture is built once. TEST_WORKERS=0: one process.
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (git ignores __pycache__): the
+# suite starts many Python processes that import tracekit, and each pytest worker
+# rewrites the test modules' asserts; without the caches every one compiles them again.
 TEST_WORKERS ?= auto
 test: setup browser
 	$(BIN)/ruff check tracekit tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # Rewrite the golden files (tests/golden/expected) from the current code; review the diff
 # (docs/golden.md).

@@ -1,10 +1,13 @@
 """The hostile-input corpus (tests/bad_inputs/hostile.py) through the real CLI, issue 16.
 
-Each case runs ``python -m tracekit ...`` in a subprocess on inputs built in tmp_path and must
-give exit 2, exactly one stderr line ``tracekit: error: FILE: ...`` naming the file, no
-traceback, stay under its wall-time and peak-RSS ceilings (bombs below 1 GB), and leave every
-input file as it was (hashes before and after). The big cases (gigabytes of NULs, bombs,
-300 MB strings) are marked slow; they still run in `make test`.
+Each case runs the CLI (``python -m tracekit ...``'s entry) in a child process on inputs built
+in tmp_path and must give exit 2, exactly one stderr line ``tracekit: error: FILE: ...``
+naming the file, no traceback, stay under its wall-time and peak-RSS ceilings (bombs below
+1 GB), and leave every input file as it was (hashes before and after). The big cases
+(gigabytes of NULs, bombs, 300 MB strings) are marked slow; they still run in `make test`,
+each in a fresh interpreter (their peak RSS is the question). The small ones fork from one
+launcher that has the CLI imported (tests/bad_inputs/runner.py), and a sample of them, one
+per family and outcome, runs both ways and must give the same exit code and output.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from bad_inputs.hostile import CASES, COMM, EV, Case, trace_text
-from bad_inputs.runner import REPO, run_case
+from bad_inputs.runner import REPO, Launcher, Result, run_case
 
 from tracekit import api
 from tracekit import schema as S
@@ -29,6 +33,14 @@ def _param(case: Case) -> object:
     return pytest.param(case, id=f"{case.family}/{case.name}", marks=marks)
 
 
+@pytest.fixture(scope="session")
+def launcher() -> Iterator[Launcher]:
+    """One forking launcher per test process (each xdist worker starts its own)."""
+    server = Launcher()
+    yield server
+    server.close()
+
+
 def test_every_family_of_the_issue_is_in_the_corpus() -> None:
     families = {c.family for c in CASES}
     assert {"kineto-numbers", "kineto-structure", "kineto-files", "gzip", "ascend-text",
@@ -38,10 +50,7 @@ def test_every_family_of_the_issue_is_in_the_corpus() -> None:
     assert all(c.rss_mb < 1024 for c in CASES)
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
-def test_hostile_input(case: Case, tmp_path: Path) -> None:
-    # GIVEN a hostile input WHEN the CLI reads it
-    res = run_case(case, tmp_path)
+def _check(case: Case, res: Result) -> None:
     # THEN no traceback, within time and memory, and nothing it read was changed
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
     assert not res.killed, f"killed: {res.killed}"
@@ -57,6 +66,36 @@ def test_hostile_input(case: Case, tmp_path: Path) -> None:
     assert lines[0].startswith(f"tracekit: error: {res.named}: "), lines[0]
     assert case.expect.lower() in lines[0].lower(), lines[0]
     assert res.stdout == ""
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_hostile_input(case: Case, tmp_path: Path, launcher: Launcher) -> None:
+    # GIVEN a hostile input WHEN the CLI reads it (a big case in a fresh interpreter)
+    _check(case, run_case(case, tmp_path, None if case.slow else launcher))
+
+
+def _sample() -> list[Case]:
+    """The first small case of each family and outcome (exit 2, exit 0)."""
+    seen: dict[tuple[str, int], Case] = {}
+    for case in CASES:
+        if not case.slow:
+            seen.setdefault((case.family, case.rc), case)
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in _sample()])
+def test_a_fresh_interpreter_gives_what_the_forked_child_gave(
+        case: Case, tmp_path: Path, launcher: Launcher) -> None:
+    # GIVEN a small case WHEN run by `python -c` afresh and forked from the launcher
+    runs = {}
+    for how, server in (("fresh", None), ("forked", launcher)):
+        (tmp_path / how).mkdir()
+        res = run_case(case, tmp_path / how, server)
+        _check(case, res)
+        where = str(tmp_path / how)
+        runs[how] = (res.rc, res.stdout.replace(where, "T"), res.stderr.replace(where, "T"))
+    # THEN the same exit code, stdout and stderr
+    assert runs["fresh"] == runs["forked"]
 
 
 # ------------------------------------------------------------------ null where allowed

@@ -14,17 +14,22 @@ from tracekit import schema as S
 from tracekit.api import LoadOptions
 from tracekit.parsers import load_run
 
+# The ranks fork from one forkserver that has torch imported (this script's own process never
+# imports it): one torch import for the capture instead of three.
 CAPTURE = textwrap.dedent('''
+    import multiprocessing as mp
     import os, sys
-    import torch
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-    from torch.profiler import ProfilerActivity, profile, record_function
 
     def attn_tp_all_reduce(t, group):
+        import torch.distributed as dist
+
         dist.all_reduce(t, group=group)
 
     def worker(rank, world, out, port):
+        import torch
+        import torch.distributed as dist
+        from torch.profiler import ProfilerActivity, profile, record_function
+
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = port
         dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -46,7 +51,15 @@ CAPTURE = textwrap.dedent('''
         dist.destroy_process_group()
 
     if __name__ == "__main__":
-        mp.spawn(worker, args=(2, sys.argv[1], sys.argv[2]), nprocs=2)
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch", "torch.distributed", "torch.profiler"])
+        ranks = [ctx.Process(target=worker, args=(r, 2, sys.argv[1], sys.argv[2]))
+                 for r in range(2)]
+        for p in ranks:
+            p.start()
+        for p in ranks:
+            p.join()
+        sys.exit(max(p.exitcode for p in ranks))
 ''')
 
 

@@ -90,6 +90,27 @@ def _tee(stream: object, sink: object, tail: collections.deque[str]) -> None:
         tail.append(line.rstrip("\n"))
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. A zombie does not count: killpg(pgid, 0)
+    reaches it until its parent reaps it, which for the command's orphaned ranks may be late
+    (a subreaper, a PID 1 that does not reap) or never (the command itself, before poll)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        return True
+    for stat in proc_dir.glob("[0-9]*/stat"):
+        try:  # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 def _stop_session(proc: subprocess.Popen[str]) -> None:
     """SIGTERM whatever is left in the command's session, then SIGKILL after a grace."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -99,9 +120,8 @@ def _stop_session(proc: subprocess.Popen[str]) -> None:
             return
         deadline = time.monotonic() + GRACE_S
         while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
+            proc.poll()
+            if not _group_alive(proc.pid):
                 return
             time.sleep(0.1)
 
