@@ -35,9 +35,10 @@ def match_and_bound(out: Path, ranks: list[int], info: Run, topo: Any,
                     options: AnalyzeOptions) -> CrossRanked:
     """The cross-rank half of the measure (tracekit.measure.run.cross_rank) over the ``comm``
     parts: only the columns it reads come off disk. MEASURED in (rank, start) order."""
-    comm = read_part(out, "comm", ranks, [*CROSS_RANK_COLUMNS, S.CALL_SITE],
-                     text_dictionaries=True)
-    return cross_rank(comm, info, dataclasses.replace(options, topology=topo), rank_order=True)
+    # passed on, not kept: cross_rank frees the table once it has its frame
+    return cross_rank(read_part(out, "comm", ranks, [*CROSS_RANK_COLUMNS, S.CALL_SITE],
+                                text_dictionaries=True),
+                      info, dataclasses.replace(options, topology=topo), rank_order=True)
 
 
 def lints(out: Path, ranks: list[int], rules: RuleSet, topo: Any, info: Run) -> pa.Table:
