@@ -117,15 +117,17 @@ def _int_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return values, mask
 
 
-def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
-    """A pandas frame as a table of ``target`` (NaN -> null; integer values kept exact)."""
+def table_of(df: pd.DataFrame, target: pa.Schema, *, order: np.ndarray | None = None
+             ) -> pa.Table:
+    """A pandas frame as a table of ``target`` (NaN -> null; integer values kept exact);
+    ``order``: the rows at these positions, as of ``df.take(order)`` but a column at a time."""
     arrays = []
     for f in target:
         typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
         if f.name not in df.columns:
             arrays.append(pa.nulls(len(df), typ))
             continue
-        col = df[f.name]
+        col = df[f.name] if order is None else df[f.name].take(order)
         if pa.types.is_string(typ) and isinstance(col.dtype, pd.StringDtype):
             arr = pa.array(col, from_pandas=True)  # Arrow-backed: no Python objects
             arrays.append((arr.combine_chunks() if isinstance(arr, pa.ChunkedArray)

@@ -274,9 +274,11 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
     del frame
     sized = size_and_bound(df, run, profile)
     measured = measured_frame(df, sized, df[schema.EXPOSED_NS].to_numpy())
-    measured_table = crossrank.table_of(measured.sort_values(
-        [schema.RANK, schema.TS_NS, schema.EVENT_ID], kind="stable") if rank_order else measured,
-        schema.MEASURED)
+    keys = [schema.RANK, schema.TS_NS, schema.EVENT_ID]
+    # rank order: the frame's rows taken a column at a time, not a sorted copy of it all
+    order = np.asarray(measured[keys].reset_index(drop=True).sort_values(
+        keys, kind="stable").index, dtype=np.int64) if rank_order else None
+    measured_table = crossrank.table_of(measured, schema.MEASURED, order=order)
     cover = coverage.coverage_table(run, df, measured)
     ops = df[schema.OP].to_numpy(dtype=object)
     first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row

@@ -4,9 +4,10 @@ The rank-local stages (parse -> attribute with rank-local evidence -> the rank's
 run per task in workers (:func:`tracekit.engine.map_per_rank`, the local process pool or Dask;
 tracekit.pipeline.per_rank), each rank written to its parts (tracekit.pipeline.parts). The
 run-wide stages (cross-rank, findings) then read only the small parts
-(tracekit.pipeline.across_ranks); on a large run the lints of stage findings run in a worker
-of their own beside the cross-rank half (tracekit.engine.beside), as the two read different
-parts. Stage order and progress are tracekit.pipeline.stages'.
+(tracekit.pipeline.across_ranks); with LINTS_BESIDE_UNITS set, the lints of stage findings
+of a large run go to a worker of their own beside the cross-rank half
+(tracekit.engine.beside), as the two read different parts. Stage order and progress are
+tracekit.pipeline.stages'.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from tracekit.rules.engine import resolve_topology
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import RuleSet
 
-# from this many collective units on (a partitioned run's comm rows, one unit each on the
-# benchmark's ranks), the lints run in a worker of their own beside the cross-rank stage:
-# about 5 us of CPU a unit against about 1 s to start a worker and import the rules
-LINTS_BESIDE_UNITS = 200_000
+# from this many collective units on (a partitioned run's comm rows), the lints run in a
+# worker of their own beside the cross-rank stage; None: never (the default). Both halves
+# then hold their peak at once: on the 64 x 50 MB benchmark (588,800 units) about 0.72 GB
+# each, 1.44 to 1.50 GB for the tree against the 1.5 GB target, to save the lints' ~3 s of
+# the tail (docs/performance.md). Worth it once the lints' frames are smaller.
+LINTS_BESIDE_UNITS: int | None = None
 
 
 class Partitioned(Execution):
@@ -113,7 +116,9 @@ class Partitioned(Execution):
 
     def _lints_beside(self) -> bool:
         """Whether the lints get a worker of their own: local engine, more than one job
-        and a run with at least LINTS_BESIDE_UNITS collective units."""
+        and a run with at least LINTS_BESIDE_UNITS collective units (None: never)."""
+        if LINTS_BESIDE_UNITS is None:
+            return False
         jobs = self.load.jobs or default_jobs()
         units = sum(d.comm_rows for d in self.done if d.error is None)
         return self.load.engine == "local" and jobs > 1 and units >= LINTS_BESIDE_UNITS
