@@ -1,4 +1,5 @@
-"""tracekit.engine.map_per_rank: order, inline runs, typed errors from workers, Ctrl-C, Dask.
+"""tracekit.engine.map_per_rank: order, inline runs, typed errors from workers, Ctrl-C, Dask;
+tracekit.engine.beside: one call in a process of its own.
 
 The Dask tests start a real 2-worker ``distributed.LocalCluster`` with worker processes.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.engine import map_per_rank
+from tracekit.engine import beside, map_per_rank
 from tracekit.errors import BadInputError, ConfigError, TracekitError
 from tracekit.parsers.kineto import load_kineto_file
 
@@ -83,6 +84,33 @@ def test_ctrl_c_stops_the_workers() -> None:
         timer.cancel()
         signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 60.0  # did not wait for the sleeps
+    assert mp.active_children() == []
+
+
+# eval of this text is a picklable call that says which process ran it
+_PID = "__import__('os').getpid()"
+
+
+def test_beside_runs_in_its_own_process_or_inline() -> None:
+    # GIVEN a call started beside this process WHEN its result is asked for THEN another
+    # process ran it; without ``separate`` this one did, and no worker is left either way
+    assert beside(eval, _PID, separate=True).result() != os.getpid()
+    assert beside(eval, _PID, separate=False).result() == os.getpid()
+    assert mp.active_children() == []
+
+
+def test_beside_error_keeps_type_and_path_and_close_stops_it(tmp_path: Path) -> None:
+    # GIVEN a truncated gzip rank parsed beside this process
+    bad = _bad_and_good(tmp_path)[1]
+    # THEN its BadInputError reaches the caller with its class and path
+    with pytest.raises(BadInputError) as err:
+        beside(load_kineto_file, bad, separate=True).result()
+    assert type(err.value) is BadInputError and err.value.path == str(bad)
+    # AND a call whose result is not wanted is stopped by close(), without waiting for it
+    started = time.monotonic()
+    call = beside(time.sleep, 60.0, separate=True)
+    call.close()
+    assert time.monotonic() - started < 30.0
     assert mp.active_children() == []
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -18,6 +20,7 @@ from tracekit.errors import BadInputError
 from tracekit.measure import crossrank
 from tracekit.measure.run import size_and_bound
 from tracekit.parsers import load_run
+from tracekit.pipeline import partitioned
 from tracekit.pipeline.partitioned import analyze_partitioned, load_partitioned
 from tracekit.pipeline.parts import PARTS, part_path
 from tracekit.pipeline.rank_measures import unattributed
@@ -118,6 +121,32 @@ def test_dask_local_cluster_gives_identical_tables(attributed_local: tuple[Path,
             a = pq.read_table(part_path(local_out, part, r))
             b = pq.read_table(part_path(tmp_path / "dask", part, r))
             assert a.equals(b), (part, r)
+
+
+def test_lints_beside_the_cross_rank_stage_give_the_same_findings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the planted double reduction (lint findings) analysed with its lints in this
+    # process, as a run this small always is
+    src = Path(__file__).resolve().parents[2] / "sample_traces" / "bug_double_reduce"
+    inline = analyze_partitioned(src, tmp_path / "inline", load=LoadOptions(jobs=2))
+    lint_rows = inline.findings.filter(pc.invert(pc.starts_with(
+        inline.findings.column(S.RULE_ID).cast(pa.string()), "measure."))).num_rows
+    assert lint_rows > 0
+    # WHEN the limit is lowered so that they run in a worker beside the cross-rank stage
+    asked: list[bool] = []
+    real = partitioned.beside
+
+    def spy(func, item, *, separate):  # type: ignore[no-untyped-def]
+        asked.append(separate)
+        return real(func, item, separate=separate)
+
+    monkeypatch.setattr(partitioned, "LINTS_BESIDE_UNITS", 0)
+    monkeypatch.setattr(partitioned, "beside", spy)
+    aside = analyze_partitioned(src, tmp_path / "aside", load=LoadOptions(jobs=2))
+    # THEN they did, and FINDINGS is the same table
+    assert asked == [True]
+    assert aside.findings.equals(inline.findings)
+    assert aside.measured.equals(inline.measured)
 
 
 def test_failed_rank_leaves_complete_entries_and_a_rerun_resumes(run_dir: Path,

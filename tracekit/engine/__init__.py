@@ -12,7 +12,9 @@
   at ``scheduler`` (``tcp://HOST:PORT``); see :mod:`tracekit.engine.dask`. Dask is imported only
   then.
 
-Both return the results in input order. A :class:`~tracekit.errors.TracekitError` raised in a
+Both return the results in input order. :func:`beside` runs one call in a process of its own
+while the caller goes on with other work (the partitioned run's lints beside its cross-rank
+stage). A :class:`~tracekit.errors.TracekitError` raised in a
 worker reaches the caller with its original class, message and path (so that the CLI still prints
 one line); Ctrl-C in the caller stops the workers.
 """
@@ -25,7 +27,8 @@ import signal
 import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Generic, TypeVar
 
 from tracekit.engine.calls import Call, default_jobs, progress_bar, unwrap
 from tracekit.errors import ConfigError
@@ -153,3 +156,43 @@ def _map_pool(
     pool.close()
     pool.join()
     return results
+
+
+class Beside(Generic[R]):
+    """A call started by :func:`beside`; :meth:`result` waits for it (or runs it here)."""
+
+    def __init__(self, func: Callable[[T], R], item: T, separate: bool) -> None:
+        self._call, self._item = Call(func), item
+        self._pool: ProcessPoolExecutor | None = None
+        self._future: Future[R] | None = None
+        if separate:
+            with _main_hidden():
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=_context(),
+                                                 initializer=_ignore_sigint)
+                self._future = self._pool.submit(self._call, item)
+
+    def result(self) -> R:
+        """The call's result (its TracekitError raised here, as map_per_rank does)."""
+        if self._future is None:
+            return unwrap(self._call(self._item))
+        try:
+            return unwrap(self._future.result())
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the call if it still runs (an error or Ctrl-C in the caller)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            if proc.is_alive():
+                proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def beside(func: Callable[[T], R], item: T, *, separate: bool) -> Beside[R]:
+    """``func(item)`` in one worker process of its own (``separate``; the local engine's
+    forkserver), started now so that it runs while the caller works; else run in this
+    process when its result is asked for. Call ``close()`` when the result is not wanted."""
+    return Beside(func, item, separate)

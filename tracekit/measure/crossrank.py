@@ -117,22 +117,23 @@ def _int_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return values, mask
 
 
-def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
-    """A pandas frame as a table of ``target`` (NaN -> null; integer values kept exact)."""
+def table_of(df: pd.DataFrame, target: pa.Schema, *, order: np.ndarray | None = None
+             ) -> pa.Table:
+    """A pandas frame as a table of ``target`` (NaN -> null; integer values kept exact);
+    ``order``: the rows at these positions, as of ``df.take(order)`` but a column at a time."""
     arrays = []
     for f in target:
         typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
         if f.name not in df.columns:
             arrays.append(pa.nulls(len(df), typ))
             continue
-        col = df[f.name]
+        col = df[f.name] if order is None else df[f.name].take(order)
         if pa.types.is_string(typ) and isinstance(col.dtype, pd.StringDtype):
             arr = pa.array(col, from_pandas=True)  # Arrow-backed: no Python objects
             arrays.append((arr.combine_chunks() if isinstance(arr, pa.ChunkedArray)
                            else arr).cast(typ))
         elif pa.types.is_string(typ):
-            obj = col.astype(object)
-            arrays.append(pa.array(obj.where(obj.notna(), None).tolist(), type=typ))
+            arrays.append(_text_array(col, f.type))
         elif pa.types.is_integer(typ):
             arrays.append(int_array(col).cast(typ))
         elif pa.types.is_boolean(typ) and col.dtype == np.bool_:
@@ -147,6 +148,21 @@ def table_of(df: pd.DataFrame, target: pa.Schema) -> pa.Table:
             arrays.append(pa.array(col, type=typ, from_pandas=True))
     table = pa.Table.from_arrays(arrays, names=[f.name for f in target])
     return schema.conform(table, target)
+
+
+def _text_array(col: pd.Series, typ: pa.DataType) -> pa.Array:
+    """A text column as ``typ`` (a string type, or a dictionary of one): each distinct value
+    converted once, in order of first appearance with missing values as nulls, as a cast to
+    the dictionary type would encode them; not a Python string per row."""
+    codes, uniques = pd.factorize(col.astype(object))
+    value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
+    values = pa.array(np.asarray(uniques, dtype=object).tolist(), type=value_type)
+    missing = codes < 0
+    codes[missing] = 0  # what a cast leaves under a null
+    if pa.types.is_dictionary(typ):
+        indices = pa.array(codes.astype(typ.index_type.to_pandas_dtype()), mask=missing)
+        return pa.DictionaryArray.from_arrays(indices, values)
+    return values.take(pa.array(codes, mask=missing))
 
 
 def instance_rows(attributed: pa.Table) -> pd.DataFrame:

@@ -36,7 +36,7 @@ def group_size(df: pd.DataFrame, process_groups: pa.Table | None) -> pd.Series:
     n = df[schema.GROUP_SIZE].astype("Float64")
     source = pd.Series(None, index=df.index, dtype=object)
     source[n.notna().to_numpy(dtype=bool)] = schema.GROUP_SIZE
-    from_members = (df[crossrank.MEMBERS].str.count(",") + 1).astype("Float64")
+    from_members = _member_counts(df[crossrank.MEMBERS])
     take = n.isna() & from_members.notna()
     topo = df.get(crossrank.FROM_TOPOLOGY, pd.Series(False, index=df.index)).fillna(False)
     source[take] = np.where(topo[take].astype(bool), "topology", schema.PG_RANKS)
@@ -55,6 +55,16 @@ def group_size(df: pd.DataFrame, process_groups: pa.Table | None) -> pd.Series:
         n = n.fillna(found)
     df[N_SOURCE] = source
     return n.astype("float64")
+
+
+def _member_counts(members: pd.Series) -> pd.Series:
+    """Members in each row's comma-joined list (NA when missing): counted once per distinct
+    list (they repeat on every row of a communicator) and spread back by factorize code."""
+    codes, uniques = pd.factorize(members)
+    counts = (pd.Series(np.asarray(uniques, dtype=object)).str.count(",") + 1).to_numpy(
+        dtype=np.float64, na_value=np.nan)
+    per_row = np.append(counts, np.nan)[codes]  # code -1 (missing) reads the NaN
+    return pd.Series(per_row, index=members.index).astype("Float64")
 
 
 def profiler_times(extra: dict[str, pa.Table] | None) -> pd.DataFrame | None:

@@ -58,24 +58,28 @@ def group_layout(members: pd.Series, fallback_n: pd.Series, nodes: I64) -> pd.Da
     """Per row: number of nodes a group spans and the most members on one node.
 
     ``members`` holds comma-joined global ranks (or NaN); rows without members are taken as
-    ``fallback_n`` ranks on one node.
+    ``fallback_n`` ranks on one node. Each distinct member list is laid out once and spread
+    back by its factorize code (the lists repeat on every row of a communicator).
     """
-    out = pd.DataFrame({"nodes": 1, "per_node": fallback_n.fillna(1).astype("int64")},
-                       index=members.index)
-    known = members.dropna()
-    known = known[known.str.len() > 0]
-    if known.empty:
-        return out
-    uniq = pd.Series(known.unique())
-    exploded = uniq.str.split(",").explode().astype("int64")
+    n_nodes = np.ones(len(members), dtype=np.int64)
+    per_node = fallback_n.fillna(1).astype("int64").to_numpy(copy=True)
+    codes, uniq = pd.factorize(members)
+    texts = pd.Series(np.asarray(uniq, dtype=object))
+    filled = (texts.str.len() > 0).to_numpy(dtype=bool)
+    if not filled.any():
+        return pd.DataFrame({"nodes": n_nodes, "per_node": per_node}, index=members.index)
+    exploded = texts[filled].reset_index(drop=True).str.split(",").explode().astype("int64")
     valid = exploded < nodes.size
     node = pd.Series(-1 - exploded.to_numpy(), index=exploded.index)  # unknown: own node
     node[valid.to_numpy()] = nodes[exploded[valid].to_numpy()]
     counts = pd.DataFrame({"g": exploded.index, "node": node.to_numpy()}).groupby(
         ["g", "node"]).size()
     per_group = counts.groupby(level=0).agg(["size", "max"])
-    layout = pd.DataFrame({"nodes": per_group["size"].to_numpy(),
-                           "per_node": per_group["max"].to_numpy()}, index=uniq.to_numpy())
-    out.loc[known.index, "nodes"] = layout.loc[known.to_numpy(), "nodes"].to_numpy()
-    out.loc[known.index, "per_node"] = layout.loc[known.to_numpy(), "per_node"].to_numpy()
-    return out
+    # position of each distinct list among the filled ones (-1: empty or missing)
+    slot = np.full(len(texts) + 1, -1, dtype=np.int64)
+    slot[:-1][filled] = np.arange(int(filled.sum()))
+    row_slot = slot[codes]  # code -1 (missing) reads the last entry, -1
+    known = row_slot >= 0
+    n_nodes[known] = per_group["size"].to_numpy()[row_slot[known]]
+    per_node[known] = per_group["max"].to_numpy()[row_slot[known]]
+    return pd.DataFrame({"nodes": n_nodes, "per_node": per_node}, index=members.index)

@@ -268,12 +268,17 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
     then rank), or with ``rank_order`` by (rank, start, event id).
     """
     profile = load_profile(options.hardware) if options.hardware is not None else None
-    df = crossrank.match(crossrank.fill_members(comm_frame(comm), options.topology))
+    frame = comm_frame(comm)
+    del comm  # freed here when the caller passed it without keeping it (a partitioned run)
+    df = crossrank.match(crossrank.fill_members(frame, options.topology))
+    del frame
     sized = size_and_bound(df, run, profile)
     measured = measured_frame(df, sized, df[schema.EXPOSED_NS].to_numpy())
-    measured_table = crossrank.table_of(measured.sort_values(
-        [schema.RANK, schema.TS_NS, schema.EVENT_ID], kind="stable") if rank_order else measured,
-        schema.MEASURED)
+    keys = [schema.RANK, schema.TS_NS, schema.EVENT_ID]
+    # rank order: the frame's rows taken a column at a time, not a sorted copy of it all
+    order = np.asarray(measured[keys].reset_index(drop=True).sort_values(
+        keys, kind="stable").index, dtype=np.int64) if rank_order else None
+    measured_table = crossrank.table_of(measured, schema.MEASURED, order=order)
     cover = coverage.coverage_table(run, df, measured)
     ops = df[schema.OP].to_numpy(dtype=object)
     first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
@@ -310,9 +315,7 @@ def _ranks_by_members(comm: pa.Table) -> np.ndarray:
     MEMBERS (crossrank.instance_rows joins PG_RANKS into it) share it, instead of an array
     of their own each (a list of 64 members is about 370 bytes a row)."""
     lists = comm.column(schema.PG_RANKS).combine_chunks()
-    members = tables.decoded(comm.select([crossrank.MEMBERS])).column(0).combine_chunks()
-    codes = np.asarray(pc.fill_null(pc.dictionary_encode(members).indices, -1).to_numpy(),
-                       dtype=np.int64)
+    codes = _member_codes(comm.column(crossrank.MEMBERS))
     out = np.empty(len(codes), dtype=object)
     keyed = codes >= 0
     _, first, inverse = np.unique(codes[keyed], return_index=True, return_inverse=True)
@@ -321,6 +324,18 @@ def _ranks_by_members(comm: pa.Table) -> np.ndarray:
     if not keyed.all():
         out[~keyed] = lists.filter(pa.array(~keyed)).to_numpy(zero_copy_only=False)
     return out
+
+
+def _member_codes(members: pa.ChunkedArray) -> np.ndarray:
+    """One integer per distinct MEMBERS text (-1: none): read as dictionaries (a part per
+    rank), the ranks' dictionaries are unified instead of every row's text decoded."""
+    if pa.types.is_dictionary(members.type):
+        unified = members.unify_dictionaries()
+        indices = pa.chunked_array([c.indices for c in unified.chunks],
+                                   type=members.type.index_type)
+    else:
+        indices = pc.dictionary_encode(members.combine_chunks()).indices
+    return np.asarray(pc.fill_null(indices, -1).to_numpy(), dtype=np.int64)
 
 
 def analysis_of(run: model.Run, attributed: pa.Table, ranks: RankMeasures,

@@ -2,13 +2,15 @@
 
 ``cross-rank``: the cross-rank half of the measure stage (tracekit.measure.run.cross_rank,
 the one the whole-run execution runs) over the ``comm`` parts; ``findings``: the lints,
-once over all ranks, from ``units`` with the topology of every rank's process groups. The
-main process holds these subsets, never a rank's events.
+once over all ranks, from ``units`` with the topology of every rank's process groups (on a
+large run in a process of its own, :func:`lints_task`, while this one runs the cross-rank
+half). The main process holds these subsets, never a rank's events.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +35,29 @@ def match_and_bound(out: Path, ranks: list[int], info: Run, topo: Any,
                     options: AnalyzeOptions) -> CrossRanked:
     """The cross-rank half of the measure (tracekit.measure.run.cross_rank) over the ``comm``
     parts: only the columns it reads come off disk. MEASURED in (rank, start) order."""
-    comm = read_part(out, "comm", ranks, [*CROSS_RANK_COLUMNS, S.CALL_SITE],
-                     text_dictionaries=True)
-    return cross_rank(comm, info, dataclasses.replace(options, topology=topo), rank_order=True)
+    # passed on, not kept: cross_rank frees the table once it has its frame
+    return cross_rank(read_part(out, "comm", ranks, [*CROSS_RANK_COLUMNS, S.CALL_SITE],
+                                text_dictionaries=True),
+                      info, dataclasses.replace(options, topology=topo), rank_order=True)
 
 
 def lints(out: Path, ranks: list[int], rules: RuleSet, topo: Any, info: Run) -> pa.Table:
-    """The lints over every rank's COLLECTIVE_UNITS: run after the cross-rank frames are
-    freed, so that the peak is one of the two, not both."""
+    """The lints over every rank's COLLECTIVE_UNITS."""
     units = S.conform(read_part(out, "units", ranks), S.COLLECTIVE_UNITS)
     return run_lints(units, rules, topo, info)
+
+
+@dataclass(frozen=True)
+class LintTask:
+    """What :func:`lints_task` needs (picklable: it runs in a process of its own)."""
+
+    out: str
+    ranks: tuple[int, ...]
+    rules: RuleSet
+    topology: Any
+    info: Run
+
+
+def lints_task(task: LintTask) -> pa.Table:
+    """:func:`lints` as a task (top-level: tracekit.engine.beside runs it in a worker)."""
+    return lints(Path(task.out), list(task.ranks), task.rules, task.topology, task.info)

@@ -4,7 +4,10 @@ The rank-local stages (parse -> attribute with rank-local evidence -> the rank's
 run per task in workers (:func:`tracekit.engine.map_per_rank`, the local process pool or Dask;
 tracekit.pipeline.per_rank), each rank written to its parts (tracekit.pipeline.parts). The
 run-wide stages (cross-rank, findings) then read only the small parts
-(tracekit.pipeline.across_ranks). Stage order and progress are tracekit.pipeline.stages'.
+(tracekit.pipeline.across_ranks); with LINTS_BESIDE_UNITS set, the lints of stage findings
+of a large run go to a worker of their own beside the cross-rank half
+(tracekit.engine.beside), as the two read different parts. Stage order and progress are
+tracekit.pipeline.stages'.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from tracekit import schema as S
-from tracekit.engine import default_jobs, map_per_rank
+from tracekit.engine import Beside, beside, default_jobs, map_per_rank
 from tracekit.errors import BadInputError
 from tracekit.measure.run import CrossRanked
 from tracekit.model import Analysis, AnalyzeOptions, LoadOptions, Run
@@ -29,6 +32,13 @@ from tracekit.pipeline.stages import Execution, concat_findings, execute
 from tracekit.rules.engine import resolve_topology
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import RuleSet
+
+# from this many collective units on (a partitioned run's comm rows), the lints run in a
+# worker of their own beside the cross-rank stage; None: never (the default). Both halves
+# then hold their peak at once: on the 64 x 50 MB benchmark (588,800 units) about 0.72 GB
+# each, 1.44 to 1.50 GB for the tree against the 1.5 GB target, to save the lints' ~3 s of
+# the tail (docs/performance.md). Worth it once the lints' frames are smaller.
+LINTS_BESIDE_UNITS: int | None = None
 
 
 class Partitioned(Execution):
@@ -56,6 +66,7 @@ class Partitioned(Execution):
         self.topology: Any = None
         self.cross: CrossRanked | None = None
         self.findings_table: pa.Table | None = None
+        self._lints: Beside[pa.Table] | None = None
 
     @classmethod
     def reopen(cls, out: Path, options: AnalyzeOptions,
@@ -92,12 +103,29 @@ class Partitioned(Execution):
         # one topology for the whole run, from every rank's process groups
         self.rules = load_rules(self.options.rules_files)
         self.topology = resolve_topology(self.info, self.options, self.rules)
-        self.cross = across_ranks.match_and_bound(self.out, self.ranks, self.info,
-                                                  self.topology, self.options)
+        # the lints read the units parts only: on a large run they start now, beside this
+        self._lints = beside(across_ranks.lints_task, across_ranks.LintTask(
+            str(self.out), tuple(self.ranks), self.rules, self.topology, self.info),
+            separate=self._lints_beside())
+        try:
+            self.cross = across_ranks.match_and_bound(self.out, self.ranks, self.info,
+                                                      self.topology, self.options)
+        except BaseException:
+            self._lints.close()
+            raise
+
+    def _lints_beside(self) -> bool:
+        """Whether the lints get a worker of their own: local engine, more than one job
+        and a run with at least LINTS_BESIDE_UNITS collective units (None: never)."""
+        if LINTS_BESIDE_UNITS is None:
+            return False
+        jobs = self.load.jobs or default_jobs()
+        units = sum(d.comm_rows for d in self.done if d.error is None)
+        return self.load.engine == "local" and jobs > 1 and units >= LINTS_BESIDE_UNITS
 
     def findings(self) -> None:
-        assert self.cross is not None and self.rules is not None, "stage cross-rank first"
-        lints = across_ranks.lints(self.out, self.ranks, self.rules, self.topology, self.info)
+        assert self.cross is not None and self._lints is not None, "stage cross-rank first"
+        lints, self._lints = self._lints.result(), None
         self.findings_table = concat_findings(lints, self.cross.findings)
 
     def result(self) -> Analysis:
