@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli.invoke import analyze
 
 from tracekit.cli import main
 from tracekit.pipeline import cache as cache_derived
@@ -38,14 +39,6 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(InMemory, "parse", counted("parse", InMemory.parse))
     monkeypatch.setattr(InMemory, "attribute", counted("analyze", InMemory.attribute))
     return counts
-
-
-def analyze(capsys: pytest.CaptureFixture[str], *args: str | Path) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(["analyze", *(str(a) for a in args)])
-    out, err = capsys.readouterr()
-    assert exc.value.code == 0, err
-    return out
 
 
 def entries(cache: Path) -> list[Path]:

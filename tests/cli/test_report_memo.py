@@ -14,19 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli.invoke import analyze
 
 import tracekit
 from tracekit import reports
-from tracekit.cli import main
 from tracekit.reports import memo
-
-
-def analyze(capsys: pytest.CaptureFixture[str], *args: str | Path) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(["analyze", *(str(a) for a in args)])
-    out, err = capsys.readouterr()
-    assert exc.value.code == 0, err
-    return out
 
 
 def stored(cache: Path, suffix: str) -> list[Path]:

@@ -26,7 +26,7 @@ class _Libc:
 def test_nested_uses_set_the_policy_once_and_trim_at_the_end(
         monkeypatch: pytest.MonkeyPatch) -> None:
     libc = _Libc()
-    monkeypatch.setattr(heap, "_libc", lambda: libc)
+    monkeypatch.setattr(heap, "c_library", lambda: libc)
     with heap.reused_heap():
         assert libc.calls == [("mallopt", -3, heap.REUSED_BLOCK),
                               ("mallopt", -1, heap.KEPT_TOP)]
@@ -39,7 +39,7 @@ def test_nested_uses_set_the_policy_once_and_trim_at_the_end(
 
 def test_an_error_in_the_body_still_restores(monkeypatch: pytest.MonkeyPatch) -> None:
     libc = _Libc()
-    monkeypatch.setattr(heap, "_libc", lambda: libc)
+    monkeypatch.setattr(heap, "c_library", lambda: libc)
     with pytest.raises(ValueError), heap.reused_heap():
         raise ValueError("boom")
     assert libc.calls[-1] == ("malloc_trim", 0)
@@ -50,6 +50,6 @@ def test_an_error_in_the_body_still_restores(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_without_a_c_library_nothing_is_called(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(heap, "_libc", lambda: None)
+    monkeypatch.setattr(heap, "c_library", lambda: None)
     with heap.reused_heap():
         pass

@@ -15,13 +15,11 @@ does not stay resident for the stages after it.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from functools import cache
 
-from tracekit.parsers.kineto.sparse_columns import LARGE_BLOCK
+from tracekit.parsers.kineto.sparse_columns import LARGE_BLOCK, c_library
 
 # glibc's own ceiling for the threshold it raises as blocks are freed (DEFAULT_MMAP_THRESHOLD_MAX
 # on 64-bit): blocks below it are reused from the heap, larger ones still get pages of their own
@@ -37,20 +35,12 @@ _LOCK = threading.Lock()
 _depth = [0]
 
 
-@cache
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:
-        return None
-
-
 @contextmanager
 def reused_heap() -> Iterator[None]:
     """Blocks below ``REUSED_BLOCK`` from glibc's heap, and ``KEPT_TOP`` of its free top kept,
     while the body runs; the outermost of nested or concurrent uses sets both, and on exit
     sets the parse's thresholds (glibc has no getter to restore from) and trims."""
-    libc = _libc()
+    libc = c_library()
     with _LOCK:
         outermost = not _depth[0]
         _depth[0] += 1

@@ -30,14 +30,14 @@ def release_memory(rows: int | None = None) -> None:
     if rows is not None and rows < SMALL_ROWS:
         return
     pa.default_memory_pool().release_unused()
-    libc = _libc()
+    libc = c_library()
     if libc is not None:
         with suppress(AttributeError):  # not glibc: nothing to do
             libc.malloc_trim(0)
 
 
 @cache
-def _libc() -> ctypes.CDLL | None:
+def c_library() -> ctypes.CDLL | None:
     """The C library, loaded once (a fresh CDLL costs about 0.1 ms, per small file)."""
     try:
         return ctypes.CDLL("libc.so.6")
@@ -67,7 +67,7 @@ def lean_memory() -> Iterator[None]:
     getter)."""
     with _LEAN_LOCK:
         if not _lean["depth"]:  # the outermost parse (threads may parse files concurrently)
-            libc = _libc()
+            libc = c_library()
             if libc is not None:
                 with suppress(AttributeError):
                     libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
