@@ -29,7 +29,7 @@ def run_dir(tmp_path: Path, analysis, monkeypatch) -> Path:
         calls.append(Path(execution.source))
         return analysis
 
-    monkeypatch.setattr("tracekit.pipeline.request.analyze", fake_analyze)
+    monkeypatch.setattr("tracekit.pipeline.stages.analyze", fake_analyze)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     return folder
 

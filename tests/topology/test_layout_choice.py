@@ -160,7 +160,7 @@ def test_check_and_export_pass_the_topology(command: str, tmp_path: Path,
         seen["options"] = execution.options
         raise Stop
 
-    monkeypatch.setattr("tracekit.pipeline.request.analyze", fake)
+    monkeypatch.setattr("tracekit.pipeline.stages.analyze", fake)
     run = tmp_path / "trace.json"
     run.write_text("{}")
     extra = ["--json", str(tmp_path / "o.json")] if command == "export" else []
