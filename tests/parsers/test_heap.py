@@ -1,5 +1,6 @@
-"""The attribute stage's allocation policy (rules/heap.py): set once by the outermost use,
-restored and trimmed when the last one ends."""
+"""The allocation policy of building EVENTS and of the attribute stage
+(tracekit/parsers/kineto/heap.py): set once by the outermost use, restored and trimmed when
+the last one ends."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tracekit.rules import heap
+from tracekit.parsers.kineto import heap
 
 
 class _Libc:

@@ -1,16 +1,19 @@
-"""The allocation policy of the attribute stage (glibc only; elsewhere nothing changes).
+"""The allocation policy of the steps that allocate and free many column-sized temporaries
+(glibc only; elsewhere nothing changes): building EVENTS after the native scan
+(kineto_events_table.build_events_from) and the attribute stage (tracekit.rules.engine).
 
 The parse leaves glibc giving every block of ``LARGE_BLOCK`` (1 MiB) or more pages of its own,
 unmapped when freed (``tracekit.parsers.kineto.sparse_columns.lean_memory``: that keeps the
-parse's peak RSS low), and with glibc's 128 KiB trim threshold. The engine's steps allocate
-and free hundreds of column-sized temporaries (a 147k-row int64 or object column is 1.2 MB);
-under that policy each one is a fresh mapping, or heap top given back and taken again, whose
-every page faults in: the kernel's share of the stage came to a third of its CPU time (about
-210k minor faults per attribution of the 8-rank synth run). While the stage runs, blocks
-below ``REUSED_BLOCK`` come from the heap, where freed ones are reused, and up to
-``KEPT_TOP`` of free memory at the heap's top is kept; on exit the parse's policy is set
-again and the heap's free pages are given back (``malloc_trim``), so what the stage freed
-does not stay resident for the stages after it.
+scan's peak RSS low), and with glibc's 128 KiB trim threshold. Under that policy each
+temporary (a 1.6M-row int64 column of the 500 MB benchmark rank is 12.7 MB; a 147k-row one of
+the 8-rank synth run 1.2 MB) is a fresh mapping, or heap top given back and taken again,
+whose every page faults in: the kernel's share came to a third of the attribute stage's CPU
+time (about 210k minor faults per attribution of the 8-rank synth run) and to about 110k
+faults, 0.2-0.4 s of kernel time, of building EVENTS on the benchmark rank. While such a step
+runs, blocks below ``REUSED_BLOCK`` come from the heap, where freed ones are reused, and up to
+``KEPT_TOP`` of free memory at the heap's top is kept; on exit the parse's policy is set again
+and the heap's free pages are given back (``malloc_trim``), so what the step freed does not
+stay resident for the steps after it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ _depth = [0]
 @contextmanager
 def reused_heap() -> Iterator[None]:
     """Blocks below ``REUSED_BLOCK`` from glibc's heap, and ``KEPT_TOP`` of its free top kept,
-    while the body runs; the outermost of nested or concurrent uses sets both, and on exit
+    while the body runs; the outermost of nested or concurrent uses (a rank's EVENTS built
+    while another thread attributes) sets both, and on exit
     sets the parse's thresholds (glibc has no getter to restore from) and trims."""
     libc = c_library()
     with _LOCK:
