@@ -29,7 +29,8 @@ def missing_call_sites(events: pa.Table, comm: pd.DataFrame) -> pd.Series:
     EVENTS has one, else resolved from the stack links (None where no user frame encloses
     it, or the trace has no python frames)."""
     site = comm[S.CALL_SITE].astype("object")
-    need = comm[site.isna().to_numpy()]
+    missing = site.isna().to_numpy()
+    need = comm.loc[missing, [S.RANK, F.ROW]]  # the frame is wide: two columns are read
     if need.empty or any(c not in events.column_names for c in _LINK_COLUMNS):
         return site
     if not _has_python(events.column(S.KIND)):
@@ -44,7 +45,10 @@ def missing_call_sites(events: pa.Table, comm: pd.DataFrame) -> pd.Series:
         codes, texts = call_sites_at(local, pos)
         values = np.array([*texts, None], dtype=object)
         resolved.loc[rows.index] = values[np.where(codes >= 0, codes, len(texts))]
-    return site.where(site.notna(), resolved)
+    # written by position into a copy (no index alignment)
+    out = site.to_numpy(dtype=object, copy=True)
+    out[missing] = resolved.to_numpy(dtype=object)
+    return pd.Series(out, index=site.index, dtype=object, copy=False)
 
 
 def _has_python(kind: pa.ChunkedArray) -> bool:
