@@ -19,6 +19,7 @@ from tracekit import schema as S
 from tracekit.parsers.kineto.call_sites import call_sites_at
 from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.rules import frame as F
+from tracekit.rules.keys import factorize
 
 _LINK_COLUMNS = (S.KIND, S.NAME, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.CORRELATION,
                  S.EXTERNAL_ID, S.PY_ID, S.PY_PARENT_ID)
@@ -95,7 +96,8 @@ def with_call_sites(column: pa.ChunkedArray, rows: np.ndarray,
     col = col.combine_chunks()
     if not pa.types.is_dictionary(col.type):
         col = pc.dictionary_encode(col)
-    new_codes, new_texts = pd.factorize(sites[given].astype("object"))
+    # long texts: hashed as the objects they are (shared per site), not byte by byte
+    new_codes, new_texts = factorize(sites.to_numpy(dtype=object)[given])
     offset = len(col.dictionary)
     codes = np.asarray(pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False),
                        dtype=np.int32).copy()
