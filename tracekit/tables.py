@@ -74,7 +74,8 @@ def to_frame(table: pa.Table, columns: Sequence[str] | None = None,
         table = table.take(pa.array(rows, pa.int64()))
     rest = decoded(table.drop_columns(text)).combine_chunks().to_pandas()
     for name in floats:
-        rest[name] = rest[name].astype(np.float64)
+        if rest[name].dtype != np.float64:  # nulls among the rows taken: float64 already
+            rest[name] = rest[name].astype(np.float64)
     data = {name: (pd.Series(_objects(table.column(name)), dtype=object, copy=False)
                    if name in text else rest[name]) for name in table.column_names}
     frame = pd.DataFrame(data, copy=False)

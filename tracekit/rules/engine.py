@@ -389,11 +389,12 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
         values[known[borrowed]] = first[col].to_numpy(dtype=object)[src[borrowed]]
         comm[col] = pd.Series(values, index=comm.index, dtype=object)
     for col in _PER_LOGICAL:
-        mine = first[col].to_numpy()[src]
+        per_first = first[col].to_numpy()
+        mine = per_first[src]
         if col in (S.PATH, F.PATH_RULE):
             own = comm[col].to_numpy(dtype=object)
             mine = mine.astype(object)
-            missing = pd.isna(mine)
+            missing = pd.isna(per_first)[src]  # per logical collective, not per row
             mine[missing] = own[known[missing]]
             values = own.copy()
         elif mine.dtype.kind == "f":
@@ -507,7 +508,7 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     # a row's own group/path rule, else its kernel rule's id
     rule_table = np.concatenate([joined_by, [r.id for r in rules.kernel_classes], [None]])
     rule_index = kernel_rule + len(joined_by)
-    rule_index[rows] = np.where(pd.isna(joined_by[joined]), rule_index[rows], joined)
+    rule_index[rows] = np.where(pd.isna(joined_by)[joined], rule_index[rows], joined)
     rule_id = _dictionary(rule_index, rule_table)
     roles = np.array([r.role for r in rules.kernel_classes] + [None], dtype=object)
     # EVENTS' op, the engine's where it decided one: both in code space
@@ -596,8 +597,8 @@ def _spread(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray, n: int) ->
     index = np.full(n, -1, dtype=np.int32)
     index[rows] = codes
     dictionary = pa.array(uniques, pa.string(), from_pandas=True)
-    return pa.DictionaryArray.from_arrays(pa.array(index, mask=index < 0),
-                                          dictionary).cast(pa.string())
+    # a take of the distinct values: what casting the dictionary array gives, at less cost
+    return dictionary.take(pa.array(index, mask=index < 0))
 
 
 def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:

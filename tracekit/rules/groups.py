@@ -211,9 +211,10 @@ def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
     first = first_rows(codes)
     # the evidence of each distinct combination, as Python values (None where missing)
     keys = []
-    for column in columns:
-        values = column.iloc[first].astype("object")
-        keys.append(values.where(values.notna(), None).tolist())
+    for column in columns:  # in numpy: a Series per column of a few rows costs more
+        values = column.to_numpy()[first].astype(object)
+        values[pd.isna(values)] = None
+        keys.append(values.tolist())
     pg_lookup = _pg_lookup(pg_table)
     verdicts = [
         _verdict({k: _none(v) for k, v in zip(KEY_COLUMNS, key, strict=True)}, rules, topo,

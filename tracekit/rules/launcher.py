@@ -37,8 +37,9 @@ def launchers(frame: pd.DataFrame, comm: pd.DataFrame) -> pd.Series:
     kinds = comm[S.KIND]
     device = np.flatnonzero(((kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()).to_numpy())
     host = np.flatnonzero((kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
-                           & (comm[S.OP].notna() | comm[F.RULE_OP].notna())  # an op so far
                            & ~comm[F.INSTANCE].astype(bool)).to_numpy())
+    # of those, the rows with an op so far (tested on the host rows alone: few of many)
+    host = host[pd.notna(comm[S.OP].to_numpy()[host]) | pd.notna(comm[F.RULE_OP].to_numpy()[host])]
     runtime = np.flatnonzero(((frame[S.KIND] == S.Kind.RUNTIME)
                               & frame[S.CORRELATION].notna()).to_numpy())
     if device.size and host.size and runtime.size:

@@ -324,7 +324,9 @@ def collective_units(comm: pd.DataFrame) -> pa.Table:
     lints read. Units of different ranks never interact before the lints, so the tables of
     ranks attributed apart concatenate into the table of the ranks attributed together."""
     keep = [c for c in (*(col for col, _ in _UNIT_COLUMNS), F.UNIT) if c in comm]
-    units = _units(comm[keep])  # only the columns kept: the frame is wide
+    # only the unit rows of the columns kept are copied: the frame is wide and long
+    rows = comm[F.UNIT].astype(bool).to_numpy() if F.UNIT in comm else slice(0, 0)
+    units = _units(comm.loc[rows, keep])
     if units.empty:
         return S.empty(S.COLLECTIVE_UNITS)
     table = pa.table({out: pa.array(units[col], from_pandas=True)

@@ -47,16 +47,18 @@ def prepared_targets(comm: pd.DataFrame, rules: RuleSet) -> pd.Series:
     if not target.any():
         return out
     cols = [*_LANE, S.TS_NS, F.ROW]
-    lanes = comm[cols].copy()
+    # the lane columns of the preparing and target rows alone (of many communication rows)
+    keep = (is_prep | target).to_numpy()
+    lanes = comm.loc[keep, cols].copy()
     for k in _LANE:
         lanes[k] = lanes[k].fillna(-1).astype(np.int64)
-    left = lanes[is_prep].copy()
+    left = lanes[is_prep.to_numpy()[keep]].copy()
     left[F.IDX] = left.index
     # the next preparing kernel on the lane bounds the search
     nxt = left.sort_values(S.TS_NS, kind="stable")
     nxt["_bound"] = nxt.groupby(_LANE)[S.TS_NS].shift(-1)
     left["_bound"] = nxt["_bound"].reindex(left.index)
-    right = lanes[target].rename(columns={F.ROW: "_target", S.TS_NS: "_t_ts"})
+    right = lanes[target.to_numpy()[keep]].rename(columns={F.ROW: "_target", S.TS_NS: "_t_ts"})
     right[S.TS_NS] = right["_t_ts"]
     hit = pd.merge_asof(left.sort_values(S.TS_NS), right.sort_values(S.TS_NS), on=S.TS_NS,
                         by=_LANE, direction="forward", allow_exact_matches=False)
@@ -93,10 +95,13 @@ def take_prepared(comm: pd.DataFrame) -> pd.DataFrame:
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
     src = by_row.reindex(comm.loc[has, PREPARES]).to_numpy()
     rows = comm.index[has]
+    # written by position into object copies (no label lookup per column)
+    at, source = np.flatnonzero(has.to_numpy()), comm.index.get_indexer(src)
     for col in TAKEN:
         if col in comm:
-            comm[col] = comm[col].astype("object")
-            comm.loc[rows, col] = comm.loc[src, col].to_numpy()
+            values = comm[col].to_numpy(dtype=object, copy=True)
+            values[at] = values[source]
+            comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
     names = comm.loc[src, S.NAME].astype(str).str.slice(0, 80).to_numpy()
     comm.loc[rows, F.GROUP_REASON] = [
         f"synchronisation part of the {o} it prepares ({n}): {r}"

@@ -19,6 +19,7 @@ from tracekit import schema as S
 from tracekit.parsers.kineto.call_sites import call_sites_at
 from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.rules import frame as F
+from tracekit.rules.keys import factorize
 
 _LINK_COLUMNS = (S.KIND, S.NAME, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.CORRELATION,
                  S.EXTERNAL_ID, S.PY_ID, S.PY_PARENT_ID)
@@ -29,7 +30,8 @@ def missing_call_sites(events: pa.Table, comm: pd.DataFrame) -> pd.Series:
     EVENTS has one, else resolved from the stack links (None where no user frame encloses
     it, or the trace has no python frames)."""
     site = comm[S.CALL_SITE].astype("object")
-    need = comm[site.isna().to_numpy()]
+    missing = site.isna().to_numpy()
+    need = comm.loc[missing, [S.RANK, F.ROW]]  # the frame is wide: two columns are read
     if need.empty or any(c not in events.column_names for c in _LINK_COLUMNS):
         return site
     if not _has_python(events.column(S.KIND)):
@@ -44,7 +46,10 @@ def missing_call_sites(events: pa.Table, comm: pd.DataFrame) -> pd.Series:
         codes, texts = call_sites_at(local, pos)
         values = np.array([*texts, None], dtype=object)
         resolved.loc[rows.index] = values[np.where(codes >= 0, codes, len(texts))]
-    return site.where(site.notna(), resolved)
+    # written by position into a copy (no index alignment)
+    out = site.to_numpy(dtype=object, copy=True)
+    out[missing] = resolved.to_numpy(dtype=object)
+    return pd.Series(out, index=site.index, dtype=object, copy=False)
 
 
 def _has_python(kind: pa.ChunkedArray) -> bool:
@@ -91,7 +96,8 @@ def with_call_sites(column: pa.ChunkedArray, rows: np.ndarray,
     col = col.combine_chunks()
     if not pa.types.is_dictionary(col.type):
         col = pc.dictionary_encode(col)
-    new_codes, new_texts = pd.factorize(sites[given].astype("object"))
+    # long texts: hashed as the objects they are (shared per site), not byte by byte
+    new_codes, new_texts = factorize(sites.to_numpy(dtype=object)[given])
     offset = len(col.dictionary)
     codes = np.asarray(pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False),
                        dtype=np.int32).copy()
