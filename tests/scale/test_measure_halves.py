@@ -17,7 +17,7 @@ import pytest
 from tracekit import schema as S
 from tracekit.api import AnalyzeOptions, LoadOptions
 from tracekit.measure import crossrank
-from tracekit.measure.run import comm_frame, cross_rank, measure_ranks, measure_run
+from tracekit.measure.run import comm_frame, cross_rank, measure_ranks, measure_run, member_lists
 from tracekit.parsers import load_run
 from tracekit.pipeline.partitioned import analyze_partitioned
 from tracekit.pipeline.parts import part_path
@@ -95,3 +95,23 @@ def test_old_comm_rows_with_call_site_strings_give_the_flag() -> None:
     assert S.CALL_SITE not in flagged.column_names
     assert flagged.column(crossrank.HAS_CALL_SITE).to_pylist() == [True, False, False]
     assert crossrank.with_call_site_flag(flagged).equals(flagged)
+
+
+def test_member_lists_split_the_members_text_back() -> None:
+    texts = pa.array(["0,1,2", "", None, "7"])
+    lists = member_lists(texts)
+    assert lists.type == pa.list_(pa.int32())
+    assert lists.to_pylist() == [[0, 1, 2], [], [], [7]]
+
+
+def test_comm_frame_without_pg_ranks_rebuilds_them_from_members(run_dir: Path) -> None:
+    # GIVEN comm rows read without their member lists (as a partitioned run reads them)
+    run = load_run(run_dir, LoadOptions(jobs=1))
+    comm = measure_ranks(S.conform(unattributed(run.events), S.ATTRIBUTED)).comm
+    # WHEN they become the cross-rank frame
+    full, bare = comm_frame(comm), comm_frame(comm.drop_columns([S.PG_RANKS]))
+    # THEN the frame is the same, columns in the same order
+    assert list(full.columns) == list(bare.columns)
+    keyed = full[crossrank.MEMBERS].notna()
+    assert [_value(v) for v in full.loc[keyed, S.PG_RANKS]] == \
+        [_value(v) for v in bare.loc[keyed, S.PG_RANKS]]

@@ -188,10 +188,10 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     inst = attributed.select(list(_COLUMNS)).take(pa.array(rows))
     # one row per logical collective before anything is decoded or converted
     keep, end = _merge_logical(inst)
-    df = _enrich(inst.take(pa.array(keep)), wrappers, _nullable_ints(inst))
+    df, pg_ranks = _enrich(inst.take(pa.array(keep)), wrappers, _nullable_ints(inst))
     df[ROW] = rows[keep]
-    members = pa.array(df[schema.PG_RANKS].tolist(), type=pa.list_(pa.int64())).cast(
-        pa.list_(pa.string()))
+    # joined in Arrow from the merged lists, not from the frame's Python objects
+    members = pg_ranks.cast(pa.list_(pa.int64())).cast(pa.list_(pa.string()))
     df[MEMBERS] = pc.binary_join(members, ",").to_pandas()
     df[FROM_TOPOLOGY] = False
     df[END] = end
@@ -268,13 +268,16 @@ def _frame(table: pa.Table, as_float: list[str]) -> pd.DataFrame:
     return df
 
 
-def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]) -> pd.DataFrame:
+def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]
+            ) -> tuple[pd.DataFrame, pa.Array]:
     """Take each metadata column from the wrapper where it has a value (the first wrapper of
     the same rank and logical id that has one). String columns merge in Arrow; the others
-    keep the types the pandas merge gave them (python objects inferred back to a dtype)."""
+    keep the types the pandas merge gave them (python objects inferred back to a dtype).
+    Also returns the merged PG_RANKS as an Arrow array (what MEMBERS is joined from)."""
+    own_ranks = inst.column(schema.PG_RANKS).combine_chunks()
     if wrappers.num_rows == 0 or inst.num_rows == 0 or \
             inst.column(schema.LOGICAL_ID).null_count == inst.num_rows:
-        return _frame(inst, as_float)
+        return _frame(inst, as_float), own_ranks
     codes, group = _first_valid(wrappers, inst)
     n_groups = int(codes.max(initial=-1)) + 1
     found: dict[str, pa.Array] = {}
@@ -304,7 +307,9 @@ def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]) -> pd.DataF
             merged = df[col].astype(object).to_numpy(copy=True)
             merged[has] = values[has]
             df[col] = pd.Series(merged, index=df.index).infer_objects()
-    return df
+    # the same merge as the frame's: the wrapper's list where it has one (a list, even an
+    # empty one, is not missing), else the row's own
+    return df, pc.coalesce(found[schema.PG_RANKS].cast(own_ranks.type), own_ranks)
 
 
 def with_call_site_flag(rows: pa.Table) -> pa.Table:

@@ -297,15 +297,16 @@ def comm_frame(comm: pa.Table) -> pd.DataFrame:
     if not comm.num_rows:
         comm = comm_table(schema.empty(schema.ATTRIBUTED))
     comm = crossrank.with_call_site_flag(comm)  # comm rows written before the flag
-    comm = comm.select([c for c in CROSS_RANK_COLUMNS if c in comm.column_names])
+    columns = [c for c in CROSS_RANK_COLUMNS if c in comm.column_names or c == schema.PG_RANKS]
     ranks = _ranks_by_members(comm)
+    comm = comm.select([c for c in columns if c != schema.PG_RANKS])
     # text as object arrays with one Python string per distinct value (names, groups and
     # members repeat on every rank), not one per row
     for i, f in enumerate(comm.schema):
         if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
             comm = comm.set_column(i, f.name, pc.dictionary_encode(comm.column(i)))
-    df = tables.to_frame(comm.drop_columns([schema.PG_RANKS]))
-    df.insert(comm.column_names.index(schema.PG_RANKS), schema.PG_RANKS,
+    df = tables.to_frame(comm)
+    df.insert(columns.index(schema.PG_RANKS), schema.PG_RANKS,
               pd.Series(ranks, dtype=object, copy=False))
     return df
 
@@ -313,11 +314,16 @@ def comm_frame(comm: pa.Table) -> pd.DataFrame:
 def _ranks_by_members(comm: pa.Table) -> np.ndarray:
     """PG_RANKS as an object array holding one array per communicator: rows with the same
     MEMBERS (crossrank.instance_rows joins PG_RANKS into it) share it, instead of an array
-    of their own each (a list of 64 members is about 370 bytes a row)."""
-    lists = comm.column(schema.PG_RANKS).combine_chunks()
-    codes = _member_codes(comm.column(crossrank.MEMBERS))
+    of their own each (a list of 64 members is about 370 bytes a row). Without a PG_RANKS
+    column (a partitioned run reads only MEMBERS: the lists are most of the comm parts'
+    bytes) each distinct MEMBERS text is split back into its list."""
+    codes, texts = _member_codes(comm.column(crossrank.MEMBERS))
     out = np.empty(len(codes), dtype=object)
     keyed = codes >= 0
+    if schema.PG_RANKS not in comm.column_names:
+        out[keyed] = member_lists(texts).to_numpy(zero_copy_only=False)[codes[keyed]]
+        return out  # None where there are no members (a null list joins to null)
+    lists = comm.column(schema.PG_RANKS).combine_chunks()
     _, first, inverse = np.unique(codes[keyed], return_index=True, return_inverse=True)
     shared = lists.take(pa.array(np.flatnonzero(keyed)[first])).to_numpy(zero_copy_only=False)
     out[keyed] = shared[inverse]
@@ -326,16 +332,33 @@ def _ranks_by_members(comm: pa.Table) -> np.ndarray:
     return out
 
 
-def _member_codes(members: pa.ChunkedArray) -> np.ndarray:
-    """One integer per distinct MEMBERS text (-1: none): read as dictionaries (a part per
-    rank), the ranks' dictionaries are unified instead of every row's text decoded."""
+def member_lists(texts: pa.Array) -> pa.Array:
+    """MEMBERS texts ("0,1,2", "" for an empty list) back to PG_RANKS lists (list<int32>)."""
+    texts = pc.fill_null(texts.cast(pa.string()), "")
+    words = pc.split_pattern(texts, ",")
+    lengths = np.where(np.asarray(pc.equal(texts, "").to_numpy(zero_copy_only=False)), 0,
+                       np.asarray(pc.list_value_length(words).to_numpy(), dtype=np.int64))
+    flat = pc.list_flatten(words)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = flat.filter(pc.not_equal(flat, "")).cast(pa.int32())
+    return pa.ListArray.from_arrays(pa.array(offsets), values,
+                                    type=pa.list_(pa.field("item", pa.int32())))
+
+
+def _member_codes(members: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """One integer per distinct MEMBERS text (-1: none) and the texts the integers index:
+    read as dictionaries (a part per rank), the ranks' dictionaries are unified instead of
+    every row's text decoded."""
     if pa.types.is_dictionary(members.type):
         unified = members.unify_dictionaries()
         indices = pa.chunked_array([c.indices for c in unified.chunks],
                                    type=members.type.index_type)
+        texts = unified.chunks[0].dictionary if unified.num_chunks else pa.array(
+            [], pa.string())
     else:
-        indices = pc.dictionary_encode(members.combine_chunks()).indices
-    return np.asarray(pc.fill_null(indices, -1).to_numpy(), dtype=np.int64)
+        encoded = pc.dictionary_encode(members.combine_chunks())
+        indices, texts = encoded.indices, encoded.dictionary
+    return np.asarray(pc.fill_null(indices, -1).to_numpy(), dtype=np.int64), texts
 
 
 def analysis_of(run: model.Run, attributed: pa.Table, ranks: RankMeasures,

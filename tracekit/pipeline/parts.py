@@ -56,22 +56,32 @@ def source_record(out: Path, path: Path) -> Path:
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """``table`` to ``path`` through a dot-named temporary (plain when small, else zstd, with
-    statistics for the number columns only: min / max of text and lists cost about a tenth
-    of a rank's events write and no reader of the dataset filters on them)."""
+    """``table`` to ``path`` through a dot-named temporary (plain when small, else lz4).
+
+    Statistics are kept for the number columns only (min / max of text and lists cost about
+    a tenth of a rank's events write and no reader of the dataset filters on them), and
+    dictionary pages for the other columns only: ids and timestamps are nearly all distinct,
+    so a dictionary of them is built and then thrown away. On a 50 MB rank's events (170k
+    rows, CPU time): 176 ms with zstd and every column's dictionary, 93 ms with zstd and the
+    text columns' (1.3 MB), 77 ms with lz4 (3.5 MB), 73 ms uncompressed (18 MB)."""
     with io.atomic_path(path, make_parents=True) as tmp:
         if table.nbytes < SMALL_PART_BYTES:
             pq.write_table(table, tmp, compression="none", write_statistics=False,
                            use_dictionary=False)
         else:
-            pq.write_table(table, tmp, compression="zstd",
-                           write_statistics=_number_columns(table.schema))
+            numbers = _number_columns(table.schema)
+            pq.write_table(table, tmp, compression="lz4", write_statistics=numbers,
+                           use_dictionary=[f.name for f in table.schema
+                                           if f.name not in set(numbers)])
 
 
 def _number_columns(schema: pa.Schema) -> list[str]:
-    return [f.name for f in schema if pa.types.is_integer(f.type) or
-            pa.types.is_floating(f.type) or pa.types.is_boolean(f.type) or
-            pa.types.is_timestamp(f.type)]
+    return [f.name for f in schema if _is_number(f.type)]
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or
+            pa.types.is_timestamp(t))
 
 
 def write_record(out: Path, path: Path, record: dict[str, Any]) -> None:
