@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import os
 import sys
@@ -132,6 +133,9 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
+GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold of the command (CPython 3.11: 700, 10, 10)
+
+
 def _exit_code(code: object) -> int:
     """The process exit status ``sys.exit(code)`` gives (a text is printed, status 1)."""
     if code is None:
@@ -151,7 +155,12 @@ def run() -> None:
     handlers still run (multiprocessing's, logging's, temporary folders') and stdout and
     stderr are flushed; with a thread other than the main one still alive the normal exit
     waits for it as usual. In-process callers (tests, ``main(argv)``) are not affected.
+    The garbage collector runs less often (:data:`GC_THRESHOLDS`).
     """
+    # the cyclic collector less often: the analysis and its reports make many short-lived
+    # objects (frames, bokeh models) and few cycles; 337 young, 31 middle and 2 full
+    # collections took 0.126 s CPU of an 8-rank analysis, 12 young ones 0.048 s with these
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         main()
     except SystemExit as exc:
