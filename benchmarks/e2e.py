@@ -7,7 +7,10 @@
    the issue-17 run is R=8, SIZE=40: 8 gzipped ranks of about 40 MB of JSON each) under
    ``benchmarks/_work/e2e`` (reused when the same command made it).
 2. ``tracekit analyze RUN --hardware h200 --json --html`` in a fresh process: wall time and
-   peak RSS of the whole process tree (parse workers included; ``_measure.py``).
+   peak RSS of the whole process tree (parse workers included; ``_measure.py``). As the
+   issue's command, without ``--jobs`` unless ``--jobs N`` is given: the CLI then parses
+   in-process below ``tracekit.engine.INLINE_MAX_BYTES`` of input (the 8 x 10 MB run's 3.8 MB
+   of gzip; a 2-process pool cost 0.85 s more wall on 2 shared cores), else on every core.
 3. HTA (``_hta_env.py``'s pinned version, its own venv) in a fresh process: ``TraceAnalysis``
    over the same folder, then ``get_comm_comp_overlap`` and ``get_temporal_breakdown``.
 4. The per-stage breakdown: the same pipeline as the CLI in one fresh process, each stage
@@ -85,7 +88,7 @@ def mark(name, t):
     c0[0] = time.process_time()
     rss[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-src, out, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+src, out, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]) or None
 ex = InMemory(AnalyzeOptions(hardware="h200"), source=src, load=LoadOptions(jobs=jobs))
 def summary():
     ex.summary = summarize(ex.run)
@@ -134,13 +137,15 @@ def _median(runs: list[Measured]) -> Measured:
     return mid
 
 
-def analyze_argv(src: Path, out: Path, jobs: int, extra: list[str] | None = None) -> list[str]:
+def analyze_argv(src: Path, out: Path, jobs: int | None,
+                 extra: list[str] | None = None) -> list[str]:
+    """The issue-17 command; ``--jobs`` only when asked for (else the CLI's own choice)."""
     return [sys.executable, "-m", "tracekit", "analyze", str(src), "--hardware", "h200",
             "--json", str(out / "report.json"), "--html", str(out / "report.html"),
-            "--jobs", str(jobs), *(extra or [])]
+            *([] if jobs is None else ["--jobs", str(jobs)]), *(extra or [])]
 
 
-def tracekit_cli(src: Path, jobs: int, repeat: int) -> Measured:
+def tracekit_cli(src: Path, jobs: int | None, repeat: int) -> Measured:
     out = E2E / "out"
     runs = []
     for _ in range(repeat):
@@ -154,12 +159,12 @@ def tracekit_cli(src: Path, jobs: int, repeat: int) -> Measured:
     return _median(runs)
 
 
-def stages(src: Path, jobs: int) -> dict[str, float]:
+def stages(src: Path, jobs: int | None) -> dict[str, float]:
     out = E2E / "out-stages"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     m = _check("stage breakdown", run_measured(
-        [sys.executable, "-c", STAGES_SCRIPT, str(src), str(out), str(jobs)],
+        [sys.executable, "-c", STAGES_SCRIPT, str(src), str(out), str(jobs or 0)],
         env=dict(os.environ)), "times")
     times: dict[str, float] = m.result["times"]
     rss: dict[str, int] = m.result["rss"]
@@ -200,7 +205,7 @@ def hta(src: Path) -> Measured:
     return m
 
 
-def _cached_run(src: Path, jobs: int, cache: Path, label: str,
+def _cached_run(src: Path, jobs: int | None, cache: Path, label: str,
                 extra: list[str] | None = None) -> Measured | None:
     out = E2E / "out-cache"
     shutil.rmtree(out, ignore_errors=True)
@@ -216,7 +221,7 @@ def _cached_run(src: Path, jobs: int, cache: Path, label: str,
     return m
 
 
-def cache_ratio(src: Path, jobs: int, repeat: int = 1) -> None:
+def cache_ratio(src: Path, jobs: int | None, repeat: int = 1) -> None:
     """``repeat`` times: a cold ``--cache-dir`` (empty), the same analysis again (warm: every
     report stored), and one more report on top (``--markdown``: the derived entry is read, the
     new report rendered); the medians and the warm re-analysis as a fraction of the first."""
@@ -245,7 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, default=8, help="tp = dp = ep = RANKS")
     ap.add_argument("--size", type=float, default=40.0, help="MB of JSON per rank")
-    ap.add_argument("--jobs", type=int, default=default_jobs(), help="tracekit processes")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="tracekit analyze --jobs N (default: not given, as in the issue's "
+                         "command: the CLI parses in-process below "
+                         "tracekit.engine.INLINE_MAX_BYTES of input, else on every core)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="tracekit analyze runs (the median counts; peak RSS: the largest)")
     ap.add_argument("--skip-hta", action="store_true")
@@ -258,8 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           f"(wall-clock figures; a busy machine lowers them)")
     try:
-        src, size = ensure_run(args.ranks, args.size, args.jobs)
-        print(f"{args.ranks} ranks, {size / 1e6:.0f} MB of JSON; tracekit --jobs {args.jobs}")
+        src, size = ensure_run(args.ranks, args.size, args.jobs or default_jobs())
+        jobs = "not given (the CLI's choice)" if args.jobs is None else args.jobs
+        print(f"{args.ranks} ranks, {size / 1e6:.0f} MB of JSON; tracekit --jobs {jobs}")
         tk = tracekit_cli(src, args.jobs, args.repeat)
         if not args.skip_hta:
             peer = hta(src)

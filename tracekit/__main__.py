@@ -1,4 +1,4 @@
-from tracekit.cli import main
+from tracekit.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

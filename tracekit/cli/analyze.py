@@ -302,9 +302,14 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                 plan.write(target, data)
         click.echo(stored[1].decode(), nl=False)
         return
-    with plan:
+    with plan, contextlib.ExitStack() as stack:
         outcome = analyze_request(request, key)
         analysis, summary = outcome.analysis, outcome.summary
+        if partitioned is not None or not summary_only:
+            # the reports and the terminal one read the same sums (pandas is loaded by now)
+            from tracekit.reports import frames
+
+            stack.enter_context(frames.shared())
         if partitioned is not None:
             write_reports(analysis, {**reports_of, "parquet": parquet_out}, plan)
         elif summary_only:
@@ -324,11 +329,13 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
                 # the same result tables as `export --parquet`
                 write_reports(without_summary(analysis), {"parquet": parquet_out}, plan,
                               events=parquet_events)
+        text = report_text(analysis, color=tty, verbose=verbose, memo=memo) \
+            if partitioned is not None or not summary_only else None
     if partitioned is not None:
         click.echo(f"tracekit analyze {path}: {len(analysis.run.ranks)} ranks, "
                    f"partitioned into {partitioned}")
-    if partitioned is not None or not summary_only:  # the first summary's tables: --json only
-        click.echo(report_text(analysis, color=tty, verbose=verbose, memo=memo), nl=False)
+    if text is not None:  # the first summary's tables: --json only
+        click.echo(text, nl=False)
     elif tty:
         assert summary is not None
         render_rich(summary, path)

@@ -48,8 +48,8 @@ PATH_SUMS = (s.COUNT, s.MSG_BYTES, s.DUR_NS, s.TRANSFER_NS, s.WAIT_NS, s.NOTIFY_
 PATH_KEYS = (s.PHASE, s.PATH, s.GROUP, s.OP)
 
 
-_SHARED: ContextVar[dict[tuple[str, int], tuple[Analysis, Any]] | None] = ContextVar(
-    "tracekit_report_frames", default=None)
+_SHARED: ContextVar[dict[tuple[object, ...], tuple[tuple[object, ...], Any]] | None] = \
+    ContextVar("tracekit_report_frames", default=None)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -64,19 +64,31 @@ def shared() -> Iterator[None]:
             _SHARED.reset(token)
 
 
-def _once(fn: _F) -> _F:
-    """``fn(analysis)`` computed once inside ``shared()``; each call gets a copy."""
-    @functools.wraps(fn)
-    def wrapper(analysis: Analysis) -> Any:
-        memo = _SHARED.get()
-        if memo is None:
-            return fn(analysis)
-        key = (fn.__name__, id(analysis))
-        if key not in memo:  # the analysis is kept with it, so its id stays its own
-            memo[key] = (analysis, fn(analysis))
-        value = memo[key][1]
-        return value.copy() if isinstance(value, pd.DataFrame | dict) else value
-    return wrapper  # type: ignore[return-value]
+def _once(*reads: str) -> Callable[[_F], _F]:
+    """``fn(analysis)`` computed once inside ``shared()``; each call gets a copy.
+
+    ``reads``: the Analysis fields (or result table names, for the others) ``fn`` reads; the
+    value is kept per those tables, so that two analyses with the same ones (the CLI's JSON
+    analysis and the others' copy without the first summary's tables) share it.
+    """
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(analysis: Analysis) -> Any:
+            memo = _SHARED.get()
+            if memo is None:
+                return fn(analysis)
+            inputs = tuple(getattr(analysis, name) if name in _FIELDS
+                           else analysis.extra_tables.get(name) for name in reads)
+            key = (fn.__name__, *map(id, inputs))
+            if key not in memo:  # the tables are kept with it, so their ids stay their own
+                memo[key] = (inputs, fn(analysis))
+            value = memo[key][1]
+            return value.copy() if isinstance(value, pd.DataFrame | dict) else value
+        return wrapper  # type: ignore[return-value]
+    return decorate
+
+
+_FIELDS = ("attributed", "measured", "phases_table", "findings_table")
 
 
 def has_rows(table: pa.Table | None) -> bool:
@@ -134,7 +146,7 @@ def _phase_order(values: pd.Series) -> pd.Series:
     return values.map(lambda p: order.get(p, len(order)))
 
 
-@_once
+@_once("phases_table", "measured")
 def phase_totals(analysis: Analysis) -> pd.DataFrame:
     """One row per phase: PHASE_SUMS summed over ranks and layers, plus the efficiency.
 
@@ -229,7 +241,7 @@ def run_totals(phases: pd.DataFrame) -> dict[str, float | None]:
     return out
 
 
-@_once
+@_once("measured", "attributed")
 def path_totals(analysis: Analysis) -> pd.DataFrame:
     """One row per (phase, path, group, op) of MEASURED with PATH_SUMS and the efficiency.
 
@@ -260,7 +272,7 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     return sums.iloc[order][cols].reset_index(drop=True)
 
 
-@_once
+@_once("attributed", "measured")
 def attribution_counts(analysis: Analysis) -> dict[str, int]:
     """How many collective instances are attributed, ambiguous, unattributed."""
     counts = {status: 0 for status in s.Status.ALL}
@@ -350,7 +362,7 @@ _STATUS_WORDS = {
 }
 
 
-@_once
+@_once(COVERAGE_TABLE)
 def coverage_rows(analysis: Analysis) -> pd.DataFrame:
     """COVERAGE as a frame (empty when the measure stage did not run)."""
     table = analysis.tables.get(COVERAGE_TABLE)
