@@ -24,7 +24,7 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     started: list[int] = []
 
     def inline(func: Callable[[Any], Any], items: list[Any], n_jobs: int,
-               advance: Callable[[int], None]) -> list[Any]:
+               advance: Callable[[int], None], preload: list[str]) -> list[Any]:
         started.append(len(items))
         return [engine.unwrap(engine.Call(func)(x)) for x in items]
 

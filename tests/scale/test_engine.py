@@ -11,6 +11,8 @@ import multiprocessing as mp
 import operator
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -112,6 +114,17 @@ def test_beside_error_keeps_type_and_path_and_close_stops_it(tmp_path: Path) -> 
     call.close()
     assert time.monotonic() - started < 30.0
     assert mp.active_children() == []
+
+
+def test_forkserver_preloads_what_the_workers_need() -> None:
+    # GIVEN a fresh process (the forkserver keeps the modules it started with) WHEN a map
+    # names a module to preload THEN the workers have it before their first task
+    code = ("from tracekit.engine import map_per_rank\n"
+            "print(map_per_rank(eval, [\"'colorsys' in __import__('sys').modules\"] * 2,"
+            " jobs=2, preload=['colorsys']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "[True, True]"
 
 
 @pytest.fixture(scope="module")

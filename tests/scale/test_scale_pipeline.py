@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from tracekit import engine
 from tracekit import schema as S
 from tracekit.api import LoadOptions
 from tracekit.errors import BadInputError
@@ -88,6 +89,22 @@ def test_cross_rank_from_the_subset_equals_the_whole_run(run_dir: Path, tmp_path
     back = load_partitioned(tmp_path / "out")
     assert back.events.num_rows == run.events.num_rows
     assert back.events.column(S.TS_NS).to_pylist() == run.events.column(S.TS_NS).to_pylist()
+
+
+def test_a_small_run_without_jobs_stays_in_this_process(
+        run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a run far below INLINE_MAX_BYTES and no pool allowed to start
+    def no_pool(*_args: object) -> None:
+        raise AssertionError("a pool was started")
+
+    monkeypatch.setattr(engine, "_map_pool", no_pool)
+    # WHEN analysed partitioned without --jobs THEN the tasks run here, every rank written
+    res = analyze_partitioned(run_dir, tmp_path / "out", attribute=False)
+    assert res.ranks == [0, 1, 2, 3]
+    # AND with --jobs 2 the pool is asked for
+    with pytest.raises(AssertionError, match="a pool was started"):
+        analyze_partitioned(run_dir, tmp_path / "out2", load=LoadOptions(jobs=2),
+                            attribute=False)
 
 
 def test_planted_straggler_is_found(run_dir: Path, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ one line); Ctrl-C in the caller stops the workers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import signal
 import sys
@@ -59,6 +60,7 @@ def map_per_rank(
     label: str = "parse",
     weights: Sequence[int] | None = None,
     sizes: Sequence[int] | None = None,
+    preload: Sequence[str] = (),
 ) -> list[R]:
     """``[func(x) for x in items]`` on the chosen engine, in input order.
 
@@ -67,6 +69,8 @@ def map_per_rank(
     ``weights``: how far each item moves the progress bar (the files of a batch), default 1.
     ``sizes``: the bytes each item reads; with ``jobs`` unset, a local map of fewer than
     :data:`INLINE_MAX_BYTES` in all runs inline.
+    ``preload``: modules the workers need beyond ``func``'s own (which is always preloaded),
+    imported once in the local engine's forkserver (see :func:`_context`).
     """
     items = list(items)
     if engine not in ENGINES:
@@ -93,7 +97,8 @@ def map_per_rank(
                 out.append(func(item))
                 advance(step)
             return out
-        return _map_pool(func, items, n_jobs, lambda i: advance(steps[i]))
+        return _map_pool(func, items, n_jobs, lambda i: advance(steps[i]),
+                         [*_module_of(func), *preload])
 
 
 def _ignore_sigint() -> None:
@@ -101,13 +106,33 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _context() -> mp.context.BaseContext:
-    # forkserver: workers fork from a clean single-threaded server, so threads of the caller
-    # (Arrow's pools, a Dask client, a progress bar) cannot leave locks held in a child; it
-    # costs about 0.3 s once per process, against 0.05 s for fork and 0.45 s for spawn.
+# What the forkserver imports before it forks a worker: every module asked for so far in this
+# process. The server starts with the first pool and keeps the modules it had then.
+_PRELOAD: dict[str, None] = {"tracekit.engine": None}
+
+
+def _module_of(func: Callable[..., object]) -> list[str]:
+    """The module defining ``func`` (through ``functools.partial``), unless ``__main__``."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    module = getattr(func, "__module__", None)
+    return [module] if isinstance(module, str) and module != "__main__" else []
+
+
+def _context(preload: Sequence[str] = ()) -> mp.context.BaseContext:
+    """The local engine's start method, its forkserver told to preload ``preload`` too.
+
+    forkserver: workers fork from a clean single-threaded server, so threads of the caller
+    (Arrow's pools, a Dask client, a progress bar) cannot leave locks held in a child; it
+    costs about 0.3 s once per process, against 0.05 s for fork and 0.45 s for spawn. The
+    server imports the workers' modules (pyarrow, numpy, the parser, the rules) once before
+    it forks, so each worker starts with them, shared copy-on-write, instead of importing
+    them again (issue 17). A module that fails to import there is left to the worker.
+    """
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["tracekit.engine"])
+        _PRELOAD.update(dict.fromkeys(preload))
+        ctx.set_forkserver_preload(list(_PRELOAD))
         return ctx
     return mp.get_context()
 
@@ -137,12 +162,13 @@ def _main_hidden() -> Iterator[None]:
 
 
 def _map_pool(
-    func: Callable[[T], R], items: list[T], n_jobs: int, advance: Callable[[int], None]
+    func: Callable[[T], R], items: list[T], n_jobs: int, advance: Callable[[int], None],
+    preload: Sequence[str],
 ) -> list[R]:
     with _main_hidden():
         # maxtasksperchild=None: every worker starts here, inside the guard (the pool starts
         # another only in place of one that died)
-        pool = _context().Pool(processes=n_jobs, initializer=_ignore_sigint,
+        pool = _context(preload).Pool(processes=n_jobs, initializer=_ignore_sigint,
                                maxtasksperchild=None)
     results: list[R] = []
     try:
@@ -167,7 +193,8 @@ class Beside(Generic[R]):
         self._future: Future[R] | None = None
         if separate:
             with _main_hidden():
-                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=_context(),
+                ctx = _context(_module_of(func))
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx,
                                                  initializer=_ignore_sigint)
                 self._future = self._pool.submit(self._call, item)
 

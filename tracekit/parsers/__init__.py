@@ -136,10 +136,13 @@ def _map(items: Sequence[tuple[str, RankInput, str | None]], options: LoadOption
          sizes: Sequence[int]) -> list[Any]:
     from tracekit.engine import map_per_rank
 
-    # sizes: a small run is parsed in this process unless --jobs asks for workers
+    # sizes: a small run is parsed in this process unless --jobs asks for workers; preload:
+    # a local pool's forkserver imports the formats and the cache once, not each worker
+    formats = sorted({module for module, _, _ in items})
     return list(map_per_rank(
         parse_rank_item, items, engine=options.engine, jobs=options.jobs,
-        scheduler=options.scheduler, progress=options.progress, label="parse", sizes=sizes))
+        scheduler=options.scheduler, progress=options.progress, label="parse", sizes=sizes,
+        preload=[*formats, "tracekit.parsers.cache"]))
 
 
 def _apply_policy(path: Path, fmt: ModuleType, results: Sequence[Any],

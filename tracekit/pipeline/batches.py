@@ -9,6 +9,7 @@ alone (tracekit.pipeline.per_rank), so its partition is the same whichever batch
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,16 @@ def json_bytes(path: Path) -> int:
             return max(size, int.from_bytes(f.read(4), "little"))
     except OSError:
         return 0
+
+
+def disk_bytes(paths: tuple[str, ...]) -> int:
+    """Bytes the files of a task take on disk (0 for one that cannot be read): what
+    tracekit.engine.INLINE_MAX_BYTES is measured in."""
+    total = 0
+    for p in paths:
+        with contextlib.suppress(OSError):
+            total += os.stat(p).st_size
+    return total
 
 
 def plan_batches(files: list[Path], jobs: int, *, max_files: int = BATCH_FILES,

@@ -25,7 +25,7 @@ from tracekit.measure.run import CrossRanked
 from tracekit.model import Analysis, AnalyzeOptions, LoadOptions, Run
 from tracekit.parsers import trace_files
 from tracekit.pipeline import across_ranks
-from tracekit.pipeline.batches import BATCH_FILES, BatchTask, RankDone, plan_batches
+from tracekit.pipeline.batches import BATCH_FILES, BatchTask, RankDone, disk_bytes, plan_batches
 from tracekit.pipeline.parts import ranks_written, read_part, remove_stale_temporaries
 from tracekit.pipeline.per_rank import process_batch
 from tracekit.pipeline.stages import Execution, concat_findings, execute
@@ -91,10 +91,13 @@ class Partitioned(Execution):
                            self.load.on_error, self.keep_events, self.attribute_ranks)
                  for batch in plan_batches(files, self.load.jobs or default_jobs(),
                                            max_files=self.batch_files)]
+        # sizes: a small run (INLINE_MAX_BYTES) runs in this process unless --jobs asks for
+        # workers, as a small in-memory run does: a pool would cost more than it saves
         self.done = [d for batch in map_per_rank(
             process_batch, tasks, engine=self.load.engine, jobs=self.load.jobs,
             scheduler=self.load.scheduler, progress=self.load.progress, label="ranks",
-            weights=[len(t.paths) for t in tasks]) for d in batch]
+            weights=[len(t.paths) for t in tasks],
+            sizes=[disk_bytes(t.paths) for t in tasks]) for d in batch]
         self.skipped = [(d.source, d.error) for d in self.done if d.error is not None]
         self.ranks = _distinct_ranks(self.done, src)
 
