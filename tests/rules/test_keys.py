@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tracekit import schema as S
-from tracekit.rules.keys import first_rows, objects, row_codes, spread, tuple_keys
+from tracekit.rules.keys import (
+    first_rows,
+    list_codes,
+    objects,
+    row_codes,
+    spread,
+    tuple_keys,
+)
 from tracekit.rules.nesting import nested_source
 
 
@@ -178,3 +186,19 @@ def test_tuple_key_series_equals_tuple_keys_row_by_row() -> None:
     assert keys.index.equals(lists.index) and keys.dtype == object
     assert keys.tolist() == tuple_keys(lists)
     assert keys.tolist()[0] == (0, 1, 2, 3) and keys.tolist()[6] == (6, 7)
+
+
+def test_list_codes_equal_tuple_keys_across_chunks_slices_and_null_members() -> None:
+    # GIVEN member lists over two chunks, one of them sliced, with missing and empty ones
+    first = pa.array([[9], [1, 2], None, [], [1, 2], [3], [2, 1]], pa.list_(pa.int32())).slice(1)
+    lists = pa.chunked_array([first, pa.array([[3], [5, 6, 7], None], pa.list_(pa.int32()))])
+    # WHEN they are coded THEN each code names the row's tuple (-1: none), in first appearance
+    codes, distinct = list_codes(lists)
+    assert codes.tolist() == [0, -1, -1, 0, 1, 2, 1, 3, -1]
+    assert distinct == [(1, 2), (3,), (2, 1), (5, 6, 7)]
+    expected = tuple_keys(pd.Series(lists.to_pandas()))
+    assert [None if c < 0 else distinct[c] for c in codes.tolist()] == expected
+    # AND a list with a null member is coded through Python values, equal ones equal
+    codes, distinct = list_codes(pa.array([[1, None], [2], [1, None]], pa.list_(pa.int32())))
+    assert codes.tolist() == [0, 1, 0] and len(distinct) == 2
+    assert list_codes(pa.chunked_array([], pa.list_(pa.int32())))[0].size == 0

@@ -40,8 +40,9 @@ from tracekit.rules.keys import (
     factorize,
     first_appearance,
     first_rows,
+    list_codes,
     row_codes,
-    tuple_key_series,
+    spread,
 )
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
@@ -172,7 +173,9 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                       (F.GLOO, lambda r: r.library == "gloo")):
         table = np.array([flag(r) for r in rules.kernel_classes] + [False], dtype=bool)
         comm[col] = table[at_rule]
-    comm = take_launcher_facts(comm, launchers(frame, comm))
+    source = launchers(frame, comm)
+    ranks_codes, ranks_lists = _ranks_codes(run.events, comm, source)
+    comm = take_launcher_facts(comm, source)
     comm[S.OP] = comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
     comm[PREPARES] = prepared_targets(comm, rules)
     comm[S.OP] = fill_prepared_ops(comm)
@@ -189,8 +192,8 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
     # the evidence but the runloop thread's group is the same in both passes
-    ranks_key = tuple_key_series(comm[S.PG_RANKS])
-    static = evidence_codes(comm, ranks_key)
+    ranks_key = spread([*ranks_lists, None], ranks_codes, comm.index)
+    static = evidence_codes(comm, ranks_codes)  # equal codes where the tuples are equal
     groups = attribute_groups(comm, rules, topo, pg_table, ranks_key, static)
     groups = _from_wrappers(comm, groups)
     decided = groups[S.GROUP].where(groups[S.STATUS] == Status.ATTRIBUTED)
@@ -217,6 +220,19 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     groups = _from_wrappers(comm, groups)
     comm = comm.join(groups)
     return _order_and_paths(frame, comm, rules, topo)
+
+
+def _ranks_codes(events: pa.Table, comm: pd.DataFrame,
+                 source: pd.Series) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Each comm row's PG_RANKS as ``keys.list_codes`` codes (-1: missing or empty) and the
+    lists they number, coded in Arrow from the events, with the launcher's list where the
+    row has none (as take_launcher_facts carries it)."""
+    codes, lists = list_codes(events.column(S.PG_RANKS).take(comm[F.ROW].to_numpy()))
+    src = source.to_numpy()
+    need = np.flatnonzero((src >= 0) & (codes < 0))
+    if need.size:
+        codes[need] = codes[comm.index.get_indexer(src[need])]
+    return codes, lists
 
 
 def _with_none(uniques: np.ndarray) -> np.ndarray:

@@ -43,6 +43,7 @@ GROUPED_OP = "_grouped_op"
 RULE_OP = "_rule_op"
 SLOTS = "_slots"
 MEMBERS_KEY = "_members"
+RANKS_CODE = "_ranks_code"  # PG_RANKS coded once per distinct list (keys.list_codes)
 K_IN_GROUP = "_k"
 END = "_end"
 SRC = "_src"

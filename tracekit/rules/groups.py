@@ -186,7 +186,7 @@ KEY_COLUMNS = (
 )
 
 
-def evidence_codes(comm: pd.DataFrame, ranks_key: pd.Series) -> np.ndarray:
+def evidence_codes(comm: pd.DataFrame, ranks_key: pd.Series | np.ndarray) -> np.ndarray:
     """Row codes of the evidence columns but the runloop thread's group (the one column that
     changes between the engine's two passes)."""
     return row_codes([ranks_key if name == F.RANKS_KEY else comm[name]

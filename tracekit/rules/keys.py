@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 
 def row_codes(columns: Sequence[Any]) -> np.ndarray:
@@ -147,6 +148,57 @@ def tuple_key_series(lists: pd.Series) -> pd.Series:
 
 
 _UNSEEN: Any = object()
+
+
+def list_codes(lists: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Each Arrow list of integers coded once: (one code per row, -1 where missing or empty;
+    the distinct lists as tuples, in order of first appearance). Each row's values are seen
+    as one binary value over the list's own buffer (no copy, no Python object per row),
+    which Arrow's hash table codes chunk by chunk (a rank's part each): equal bytes are
+    equal lists of one integer type."""
+    chunks = lists.chunks if isinstance(lists, pa.ChunkedArray) else [lists]
+    parts = [_chunk_codes(chunk) for chunk in chunks if len(chunk)]
+    if not parts:
+        return np.zeros(0, dtype=np.int64), []
+    if any(part is None for part in parts):  # a null member: no byte image
+        return _python_list_codes(lists)
+    # the chunks' few distinct lists, coded once more across the chunks
+    merged = pa.concat_arrays([d for _, d in parts]).dictionary_encode()
+    to_global = merged.indices.to_numpy().astype(np.int64)
+    out, base = [], 0
+    for codes, distinct in parts:
+        table = np.append(to_global[base:base + len(distinct)], -1)  # -1 takes -1
+        out.append(table[codes])
+        base += len(distinct)
+    kind = lists.type.value_type.to_pandas_dtype()
+    return np.concatenate(out), [tuple(np.frombuffer(v, dtype=kind).tolist())
+                                 for v in merged.dictionary.to_pylist()]
+
+
+def _chunk_codes(array: pa.Array) -> tuple[np.ndarray, pa.Array] | None:
+    """``list_codes`` of one array, the distinct lists as their bytes (None: a null member)."""
+    array = array.cast(pa.large_list(array.type.value_type))
+    flat = array.values
+    if flat.null_count:
+        return None
+    width = flat.type.bit_width // 8
+    offsets = array.offsets.to_numpy().astype(np.int64)
+    present = (offsets[1:] > offsets[:-1]) & array.is_valid().to_numpy(zero_copy_only=False)
+    as_bytes = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(array),
+        [None, pa.py_buffer((offsets + flat.offset) * width), flat.buffers()[1]])
+    encoded = as_bytes.filter(pa.array(present)).dictionary_encode()
+    codes = np.full(len(array), -1, dtype=np.int64)
+    codes[present] = encoded.indices.to_numpy().astype(np.int64)
+    return codes, encoded.dictionary
+
+
+def _python_list_codes(lists: pa.Array | pa.ChunkedArray
+                       ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """``list_codes`` through a Python tuple per row (lists with null members)."""
+    keys = tuple_keys(pd.Series(lists.to_pandas(), dtype=object))
+    codes, distinct = pd.factorize(objects(keys))
+    return codes.astype(np.int64), list(distinct)
 
 
 def lane_time_keys(lanes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int]:

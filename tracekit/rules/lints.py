@@ -28,7 +28,7 @@ from tracekit import model
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import row_codes
-from tracekit.rules.keys import first_rows, tuple_key_series
+from tracekit.rules.keys import first_rows, list_codes, spread, tuple_key_series
 from tracekit.rules.model import FrozenMap, LintRule, RuleSet
 from tracekit.topology import Topology
 
@@ -237,12 +237,15 @@ def participants(comm: pd.DataFrame, rule: LintRule, rules: RuleSet, topo: Topol
     if units.empty:
         return []
     loaded = set(run.ranks) or set(units[S.RANK])
-    units = units.assign(**{F.MEMBERS_KEY: _communicators(units, topo)})
-    units = units[units[F.MEMBERS_KEY].notna()]
+    codes, communicators = _communicators(units, topo)
+    units = units.assign(**{F.MEMBERS_KEY: codes})
+    units = units[units[F.MEMBERS_KEY] >= 0]
     order = units.groupby([S.RANK, S.GROUP, F.MEMBERS_KEY]).cumcount()
     units = units.assign(**{F.K_IN_GROUP: order})
     out: list[Finding] = []
-    for (group, members), part in units.groupby([S.GROUP, F.MEMBERS_KEY], sort=True):
+    # codes number the member lists in their sorted order: the groups come in (group, list) order
+    for (group, code), part in units.groupby([S.GROUP, F.MEMBERS_KEY], sort=True):
+        members = communicators[code]
         want = set(members) & loaded
         if len(want) < 2:
             continue
@@ -276,30 +279,45 @@ def _pairs(k_of: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     return np.stack([key // width, key % width + low], axis=1)
 
 
-def _communicators(units: pd.DataFrame, topo: Topology | None) -> pd.Series:
-    """Sorted member ranks of each unit's communicator: its own pg_ranks, else the
-    topology's group (None when neither says); looked up once per distinct value."""
-    own = tuple_key_series(units[S.PG_RANKS]).to_numpy()  # None where missing or empty
-    has_own = pd.notna(own)
-    out = np.full(len(units), None, dtype=object)
-    if has_own.any():
-        codes, distinct = pd.factorize(own[has_own])
-        keys = np.empty(len(distinct), dtype=object)
-        for i, ranks in enumerate(distinct):
-            keys[i] = tuple(sorted(int(r) for r in ranks))
-        out[has_own] = keys[codes]
-    rest = np.flatnonzero(~has_own)
+def _communicators(units: pd.DataFrame,
+                   topo: Topology | None) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Each unit's communicator, its sorted member ranks from its own pg_ranks, else the
+    topology's group: (a code per unit, -1 where neither says; the member lists, in sorted
+    order, that the codes number). Each distinct value is looked at once."""
+    own, distinct = _own_ranks(units)
+    lists = [tuple(sorted(ranks)) for ranks in distinct]
+    rest = np.flatnonzero(own < 0)
+    topo_lists: list[tuple[int, ...] | None] = []
     if topo is not None and len(rest):
         pairs = units.iloc[rest][[S.RANK, S.GROUP]]
-        codes = row_codes(pairs[S.RANK], pairs[S.GROUP])
-        reps = pairs.iloc[first_rows(codes)]
-        keys = np.empty(len(reps), dtype=object)
-        for i, (rank, group) in enumerate(zip(reps[S.RANK].tolist(), reps[S.GROUP].tolist(),
-                                              strict=True)):
+        pair_codes = row_codes(pairs[S.RANK], pairs[S.GROUP])
+        reps = pairs.iloc[first_rows(pair_codes)]
+        for rank, group in zip(reps[S.RANK].tolist(), reps[S.GROUP].tolist(), strict=True):
             m = topo.group_of(int(rank), group)
-            keys[i] = tuple(sorted(m)) if m else None
-        out[rest] = keys[codes]
-    return pd.Series(out, index=units.index, dtype=object)
+            topo_lists.append(tuple(sorted(m)) if m else None)
+    ordered = sorted({*lists, *(m for m in topo_lists if m is not None)})
+    number = {m: i for i, m in enumerate(ordered)}
+    out = np.append(np.array([number[m] for m in lists], dtype=np.int64), -1)[own]
+    if topo_lists:
+        by_pair = np.array([-1 if m is None else number[m] for m in topo_lists], dtype=np.int64)
+        out[rest] = by_pair[pair_codes]
+    return out, ordered
+
+
+def _own_ranks(units: pd.DataFrame) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """PG_RANKS of each unit coded (-1 where missing or empty) and the distinct lists the
+    codes number: from the codes ``units_frame`` made, else from the lists."""
+    if F.RANKS_CODE not in units:
+        own = tuple_key_series(units[S.PG_RANKS]).to_numpy()  # None where missing or empty
+        codes, distinct = pd.factorize(own)
+        return codes.astype(np.int64), list(distinct)
+    codes = units[F.RANKS_CODE].to_numpy(dtype=np.int64)
+    present = np.flatnonzero(codes >= 0)
+    _, first, dense = np.unique(codes[present], return_index=True, return_inverse=True)
+    lists = units[S.PG_RANKS].to_numpy()[present[first]]
+    out = np.full(len(codes), -1, dtype=np.int64)
+    out[present] = dense.reshape(-1)
+    return out, [tuple(m) for m in lists.tolist()]
 
 
 CHECKS: dict[str, Check] = {
@@ -338,8 +356,14 @@ def units_frame(units: pa.Table) -> pd.DataFrame:
     """COLLECTIVE_UNITS back as the frame the checks read."""
     from tracekit.tables import to_pandas
 
-    frame = to_pandas(units).rename(
-        columns={out: col for col, out in _UNIT_COLUMNS if out != col})
+    lists = S.PG_RANKS in units.column_names
+    frame = to_pandas(units.drop_columns([S.PG_RANKS]) if lists else units)
+    if lists:  # coded in Arrow: no array, no tuple per row; one shared tuple per list
+        codes, distinct = list_codes(units.column(S.PG_RANKS))
+        frame[S.PG_RANKS] = spread([*distinct, None], codes, frame.index)
+        frame[F.RANKS_CODE] = codes
+        frame = frame[[*units.column_names, F.RANKS_CODE]]
+    frame = frame.rename(columns={out: col for col, out in _UNIT_COLUMNS if out != col})
     frame[F.UNIT] = True
     return frame
 
