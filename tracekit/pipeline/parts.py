@@ -70,9 +70,9 @@ def write_parquet(table: pa.Table, path: Path) -> None:
                            use_dictionary=False)
         else:
             numbers = _number_columns(table.schema)
+            others = [f.name for f in table.schema if not _is_number(f.type)]
             pq.write_table(table, tmp, compression="lz4", write_statistics=numbers,
-                           use_dictionary=[f.name for f in table.schema
-                                           if f.name not in set(numbers)])
+                           use_dictionary=others)
 
 
 def _number_columns(schema: pa.Schema) -> list[str]:

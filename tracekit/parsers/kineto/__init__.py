@@ -186,7 +186,7 @@ def load_kineto_file(path: Path, rank: int | None = None, jobs: int = 1) -> Rank
         info = _dist_info(trace.meta)
         r = _rank(info, path, rank)
         rows, by_name, by_uid = _groups(info, r, path)
-        # its column-sized temporaries reuse heap pages (kineto_heap): on the 500 MB
+        # its column-sized temporaries reuse heap pages (heap.reused_heap): on the 500 MB
         # benchmark rank 165k -> 92k minor faults in the load, its CPU 1.19 -> 0.99 s
         # (medians of 5), the same peak RSS; a small file's build skips the policy's trim
         with reused_heap() if trace.raw.num_rows >= SMALL_ROWS else nullcontext():

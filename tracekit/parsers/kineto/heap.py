@@ -1,6 +1,7 @@
 """The allocation policy of the steps that allocate and free many column-sized temporaries
 (glibc only; elsewhere nothing changes): building EVENTS after the native scan
-(kineto_events_table.build_events_from) and the attribute stage (tracekit.rules.engine).
+(tracekit.parsers.kineto.events_table.build_events_from) and the attribute stage
+(tracekit.rules.engine).
 
 The parse leaves glibc giving every block of ``LARGE_BLOCK`` (1 MiB) or more pages of its own,
 unmapped when freed (``tracekit.parsers.kineto.sparse_columns.lean_memory``: that keeps the
