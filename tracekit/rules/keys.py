@@ -67,10 +67,36 @@ def _codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
 
 def factorize(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(values)`` (codes, -1 where missing; distinct values in order of first
-    appearance), quicker on long text. pandas hashes an object array without missing values
-    as C strings, every row's bytes anew; one missing value sends it to the table that hashes
-    the Python objects (their hash cached, equal references equal at once), so where the text
-    is long (call sites, reasons) one is appended."""
+    appearance), quicker on text. An object array is coded by reference first (the rows'
+    pointers, as integers: no string hashed or compared per row; the engine's text columns
+    share one object per distinct value), then the few distinct objects by value."""
+    if isinstance(values, pd.Series | pd.Index) and values.dtype == object:
+        values = values.to_numpy()
+    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1 \
+            and len(values) >= _BY_REFERENCE:
+        return _by_reference(values)
+    return _by_value(values)
+
+
+_BY_REFERENCE = 64
+
+
+def _by_reference(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``factorize`` of an object array: its pointers coded (in order of first appearance,
+    as the values' codes are), then the first object of each pointer by value; equal values
+    held by distinct objects meet in that second step."""
+    refs = np.frombuffer(np.ascontiguousarray(array), dtype=np.intp)
+    ref_codes = pd.factorize(refs)[0]
+    distinct = array[first_rows(ref_codes)]
+    codes, uniques = _by_value(distinct)
+    return codes[ref_codes], uniques
+
+
+def _by_value(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values)``; pandas hashes an object array without missing values as C
+    strings, every row's bytes anew; one missing value sends it to the table that hashes the
+    Python objects (their hash cached, equal references equal at once), so where the text is
+    long (call sites, reasons) one is appended."""
     array = values.to_numpy() if isinstance(values, pd.Series | pd.Index) else values
     if not isinstance(array, np.ndarray) or array.dtype != object or not _long_text(array):
         codes, uniques = pd.factorize(values)
@@ -90,7 +116,19 @@ _LONG = 24
 
 
 def first_rows(codes: np.ndarray) -> np.ndarray:
-    """Position of the first row of each code of ``row_codes``."""
+    """Position of the first row of each code of ``row_codes`` (``np.unique``'s
+    ``return_index``). Codes numbered in order of first appearance, as ``row_codes``
+    numbers them, are read off their running maximum (no sort); other codes are sorted."""
+    codes = np.asarray(codes)
+    if codes.dtype.kind in "iu" and codes.size:
+        top = np.maximum.accumulate(codes)
+        rising = np.empty(codes.size, dtype=bool)
+        rising[0] = True
+        np.greater(top[1:], top[:-1], out=rising[1:])
+        first = np.flatnonzero(rising)
+        if codes[0] == 0 and np.array_equal(codes[first], np.arange(first.size)) \
+                and codes.min() >= 0:
+            return first
     return np.unique(codes, return_index=True)[1]
 
 
