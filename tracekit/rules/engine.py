@@ -27,7 +27,7 @@ from tracekit import schema as S
 from tracekit.parsers.kineto.heap import reused_heap
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
-from tracekit.rules.gloo import link_wrappers, thread_groups
+from tracekit.rules.gloo import has_gloo_instances, link_wrappers, thread_groups
 from tracekit.rules.grouping import per_value, position_in_group, sequence_ids
 from tracekit.rules.groups import (
     attribute_groups,
@@ -196,15 +196,19 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     static = evidence_codes(comm, ranks_codes)  # equal codes where the tuples are equal
     groups = attribute_groups(comm, rules, topo, pg_table, ranks_key, static)
     groups = _from_wrappers(comm, groups)
-    decided = groups[S.GROUP].where(groups[S.STATUS] == Status.ATTRIBUTED)
-    comm[F.THREAD_GROUP] = thread_groups(comm, decided)
-    by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
-    linked = comm[comm[F.LINK] >= 0]
-    if not linked.empty:
-        comm.loc[linked.index, F.THREAD_GROUP] = comm.loc[
-            by_row.reindex(linked[F.LINK]).to_numpy(), F.THREAD_GROUP].to_numpy()
-    groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table, ranks_key,
-                                                   static))
+    # the runloop threads' groups; without any (no gloo instance, or none decided) the
+    # second pass would see the evidence of the first and give its verdicts again
+    if has_gloo_instances(comm):
+        decided = groups[S.GROUP].where(groups[S.STATUS] == Status.ATTRIBUTED)
+        comm[F.THREAD_GROUP] = thread_groups(comm, decided)
+        by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
+        linked = comm[comm[F.LINK] >= 0]
+        if not linked.empty:
+            comm.loc[linked.index, F.THREAD_GROUP] = comm.loc[
+                by_row.reindex(linked[F.LINK]).to_numpy(), F.THREAD_GROUP].to_numpy()
+        if comm[F.THREAD_GROUP].notna().any():
+            groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table,
+                                                           ranks_key, static))
     groups = fill_from_nested(comm, groups, S.GROUP,
                               [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
     if cross_rank:

@@ -29,6 +29,11 @@ def _gloo_instances(comm: pd.DataFrame) -> np.ndarray:
     return gloo & comm[F.INSTANCE].to_numpy(dtype=bool)
 
 
+def has_gloo_instances(comm: pd.DataFrame) -> bool:
+    """Whether some row is a gloo instance (only those have a runloop thread's group)."""
+    return bool(_gloo_instances(comm).any())
+
+
 def link_wrappers(comm: pd.DataFrame) -> pd.Series:
     """For every row: ROW of the gloo annotation a c10d wrapper caused, else -1."""
     link = pd.Series(-1, index=comm.index, dtype=np.int64)

@@ -28,7 +28,14 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.keys import first_rows, objects, row_codes, spread, tuple_key_series
+from tracekit.rules.keys import (
+    factorize,
+    first_rows,
+    objects,
+    row_codes,
+    spread,
+    tuple_key_series,
+)
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 from tracekit.topology import Topology
@@ -352,7 +359,8 @@ def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame
     open_rows = np.flatnonzero((out[S.STATUS] != Status.ATTRIBUTED).to_numpy())
     if not open_rows.size:
         return out
-    cand_codes, cand_uniq = pd.factorize(out[F.CANDIDATES].iloc[open_rows])
+    # the candidate tuples are shared per verdict: coded by reference first
+    cand_codes, cand_uniq = factorize(out[F.CANDIDATES].to_numpy()[open_rows])
     before_of = [tuple(c) if c else () for c in cand_uniq] + [()]  # code -1: none
     pair = row_codes([rank[open_rows], calls[open_rows], cand_codes])
     verdicts: list[Verdict] = []

@@ -61,7 +61,7 @@ def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
                      columns: Sequence[str], reason_col: str | None = None) -> pd.DataFrame:
     """Copy ``columns`` of ``table`` into rows whose ``key`` is missing, from nested rows."""
     need = table[key].isna()
-    have = table[key].notna()
+    have = ~need
     src = nested_source(comm, need, have).dropna()
     if src.empty:
         return table
