@@ -125,7 +125,7 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
 def _attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None,
                       cross_rank: bool) -> tuple[pa.Table, pa.Table]:
     events = run.events
-    frame = to_frame(events, _ALL_ROWS)
+    frame = to_frame(events, _ALL_ROWS, shared=True)  # only read: views where it can
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
     kinds = _kinds(events)
     frame[S.KIND] = kinds
