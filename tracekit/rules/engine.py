@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from tracekit import model
 from tracekit import schema as S
 from tracekit.parsers.kineto.heap import reused_heap
+from tracekit.parsers.kineto.nest import one_chunk
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import has_gloo_instances, link_wrappers, thread_groups
@@ -148,7 +149,7 @@ def _kinds(events: pa.Table) -> pd.Categorical:
     column = events.column(S.KIND)
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
-    column = pa.table({S.KIND: column}).unify_dictionaries().column(S.KIND).combine_chunks()
+    column = one_chunk(pa.table({S.KIND: column}).unify_dictionaries().column(S.KIND))
     # the dictionary may repeat a value: codes of its distinct values
     values = column.dictionary.to_pandas().to_numpy(dtype=object)
     distinct_of, distinct = pd.factorize(values)

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.parsers.kineto.nest import one_chunk
 from tracekit.rules.model import KernelRule, RuleSet
 
 # per-event columns this module adds (engine-internal frame, not a schema table)
@@ -97,9 +98,9 @@ def _classified(names: tuple[np.ndarray, list[str]], kinds: tuple[np.ndarray, li
 def _encoded(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     """Codes and texts of a string column, as ``_factorized`` (codes may repeat a text)."""
     if pa.types.is_dictionary(column.type):
-        col = pa.table({"c": column}).unify_dictionaries().column("c").combine_chunks()
+        col = one_chunk(pa.table({"c": column}).unify_dictionaries().column("c"))
     else:
-        col = pc.dictionary_encode(column.combine_chunks())
+        col = pc.dictionary_encode(one_chunk(column))
     texts = [*("" if v is None else str(v) for v in col.dictionary.to_pylist()), ""]
     codes = pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     return np.where(codes < 0, len(texts) - 1, codes), texts

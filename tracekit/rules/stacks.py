@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from tracekit import schema as S
 from tracekit.parsers.kineto.call_sites import call_sites_at
 from tracekit.parsers.kineto.dict_codes import masked
+from tracekit.parsers.kineto.nest import one_chunk
 from tracekit.rules import frame as F
 from tracekit.rules.keys import factorize
 
@@ -65,8 +66,8 @@ def _has_python(kind: pa.ChunkedArray) -> bool:
 
 
 def _rank_table(events: pa.Table, at: np.ndarray) -> pa.Table:
-    """The link columns of one rank's rows (a slice when they are contiguous), single-chunk,
-    NAME and KIND dictionary-encoded."""
+    """The link columns of one rank's rows (a slice when they are contiguous, no copy),
+    single-chunk, NAME and KIND dictionary-encoded."""
     cols = events.select(list(_LINK_COLUMNS))
     if at.size and at[-1] - at[0] + 1 == at.size:
         cols = cols.slice(int(at[0]), int(at.size))
@@ -75,7 +76,7 @@ def _rank_table(events: pa.Table, at: np.ndarray) -> pa.Table:
     cols = cols.unify_dictionaries()
     out = {}
     for name in cols.column_names:
-        col = cols.column(name).combine_chunks()
+        col = one_chunk(cols.column(name))  # a single chunk as it is: no copy
         if name in (S.NAME, S.KIND) and not pa.types.is_dictionary(col.type):
             col = pc.dictionary_encode(col)
         out[name] = col
@@ -93,7 +94,7 @@ def with_call_sites(column: pa.ChunkedArray, rows: np.ndarray,
     if not given.any():
         return column
     col = pa.table({S.CALL_SITE: column}).unify_dictionaries().column(S.CALL_SITE)
-    col = col.combine_chunks()
+    col = one_chunk(col)
     if not pa.types.is_dictionary(col.type):
         col = pc.dictionary_encode(col)
     # long texts: hashed as the objects they are (shared per site), not byte by byte
