@@ -75,11 +75,14 @@ from tracekit.topology import Topology
 
 COMM_CLASSES = (KernelClass.COMM, KernelClass.FUSED)
 # KIND is not converted: the frames take it as a categorical of its codes (``_kinds``)
+# (byte counts, stream and group size are not read: ATTRIBUTED keeps EVENTS' own columns)
 _NEEDED = (
     S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.CALL_SITE, S.OP, S.PG_DESC,
-    S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.IN_BYTES, S.OUT_BYTES,
-    S.GROUP_SIZE, S.STREAM, S.EXTERNAL_ID, S.CORRELATION, S.META_SOURCE,
+    S.PG_NAME, S.PG_RANKS, S.IN_NELEMS, S.OUT_NELEMS, S.EXTERNAL_ID, S.CORRELATION,
+    S.META_SOURCE,
 )
+# columns of the group steps that no later step reads: dropped before the order steps
+_GROUP_SCRATCH = (S.META_SOURCE, F.HAS_SPLIT, F.KGROUP, F.THREAD_GROUP, F.CALL_GROUP)
 # what the steps read of every event (launches, steps and layer markers); the other columns
 # are read of the communication rows alone, so only those rows are converted
 _ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.CORRELATION)
@@ -223,7 +226,7 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
             groups[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
     groups = world_fallback(comm, groups, topo, run)
     groups = _from_wrappers(comm, groups)
-    comm = comm.join(groups)
+    comm = comm.drop(columns=[c for c in _GROUP_SCRATCH if c in comm]).join(groups)
     return _order_and_paths(frame, comm, rules, topo)
 
 

@@ -121,7 +121,7 @@ def take_launcher_facts(comm: pd.DataFrame, source: pd.Series) -> pd.DataFrame:
     theirs = pd.Series(_op(comm.loc[src, [S.OP, F.RULE_OP]]).to_numpy(), index=rows)
     comm[S.OP] = comm[S.OP].astype("object")
     comm.loc[rows, S.OP] = op.where(~named_only | theirs.isna(), theirs)
-    for col in CARRIED:
+    for col in (c for c in CARRIED if c in comm):
         mine = comm.loc[rows, col]
         need = mine.isna()
         if col == S.PG_RANKS:  # an empty member list counts as none
