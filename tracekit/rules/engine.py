@@ -165,14 +165,15 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                     rules: RuleSet, topo: Topology | None, run: model.Run,
                     cross_rank: bool) -> pd.DataFrame:
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
+    # the kernel rule's attributes, per rule then taken by rule index (-1: the last, none)
+    at_rule = np.where(comm[F.KRULE].to_numpy() < 0, len(rules.kernel_classes),
+                       comm[F.KRULE].to_numpy())
     for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
                       (F.RUNS_AS, "runs_as"), (F.KPATH, "path"), (F.GROUPED, "grouped"),
                       (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
-        values = rule_column(comm[F.KRULE].to_numpy(), rules, attr).to_numpy()
-        comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
-    # flags of the kernel rule, per rule then taken by rule index (no object column)
-    at_rule = np.where(comm[F.KRULE].to_numpy() < 0, len(rules.kernel_classes),
-                       comm[F.KRULE].to_numpy())
+        values = rule_column(np.arange(len(rules.kernel_classes) + 1), rules, attr).to_numpy()
+        comm[col] = pd.Series(values[at_rule], index=comm.index, dtype=object, copy=False)
+    # flags of the kernel rule (no object column)
     for col, flag in ((F.INSTANCE, lambda r: bool(r.instance)),
                       (F.GLOO, lambda r: r.library == "gloo")):
         table = np.array([flag(r) for r in rules.kernel_classes] + [False], dtype=bool)
@@ -180,7 +181,10 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     source = launchers(frame, comm)
     ranks_codes, ranks_lists = _ranks_codes(run.events, comm, source)
     comm = take_launcher_facts(comm, source)
-    comm[S.OP] = comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
+    op = comm[S.OP].to_numpy(dtype=object, copy=True)  # the rule's op where none
+    none = pd.isna(op)
+    op[none] = comm[F.RULE_OP].to_numpy()[none]
+    comm[S.OP] = pd.Series(op, index=comm.index, dtype=object, copy=False)
     comm[PREPARES] = prepared_targets(comm, rules)
     comm[S.OP] = fill_prepared_ops(comm)
     comm[F.HAS_SPLIT] = _has_split(run.events, comm[F.ROW].to_numpy())
@@ -220,7 +224,10 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
         asked = comm.loc[unlinked.to_numpy(), [S.RANK, S.NAME, S.OP, S.CALL_SITE, F.CALL_KEY]]
         last = participants_pass(asked.join(groups), topo)
         at = groups.index.get_indexer(last.index)
-        for col in last.columns:
+        if len(at) == len(groups) and last.columns.equals(groups.columns) \
+                and (at == np.arange(len(at))).all():
+            groups = last  # every row asked (no gloo link): its verdicts as they are
+        for col in last.columns if last is not groups else ():
             values = groups[col].to_numpy(dtype=object, copy=True)
             values[at] = last[col].to_numpy(dtype=object)
             groups[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)

@@ -15,12 +15,14 @@ Point-to-point ops have a peer, not a group; they are left alone.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from tracekit import model
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.groups import Verdict
+from tracekit.rules.keys import objects
 from tracekit.schema import Group, Status
 from tracekit.topology import Topology
 
@@ -78,17 +80,21 @@ def world_fallback(comm: pd.DataFrame, groups: pd.DataFrame, topo: Topology | No
     sizes = _world_sizes(run)
     if not sizes:
         return groups
-    open_rows = (groups[S.STATUS] == Status.UNATTRIBUTED) & comm[S.OP].notna() \
-        & ~comm[S.OP].isin(_P2P) & comm[S.RANK].isin(list(sizes))
-    if not open_rows.any():
+    # the open rows, tested column by column on the rows still in question (few of many)
+    at = np.flatnonzero(groups[S.STATUS].to_numpy() == Status.UNATTRIBUTED)
+    op = comm[S.OP].to_numpy()[at]
+    at = at[pd.notna(op) & ~pd.Series(op, dtype=object).isin(_P2P).to_numpy()]
+    ranks = comm[S.RANK].to_numpy()[at]
+    at = at[pd.Series(ranks).isin(list(sizes)).to_numpy()]
+    if not at.size:
         return groups
     subgroups = _subgroups(run)
-    out = groups.copy()
-    ranks = comm.loc[open_rows, S.RANK].astype(int)
-    verdicts = {r: _verdict(r, sizes[r], topo, subgroups.get(r)) for r in ranks.unique()}
-    chosen = ranks.map(verdicts)
+    out = groups.copy(deep=False)  # the columns written are replaced, not modified
+    distinct, which = np.unique(comm[S.RANK].to_numpy()[at].astype(int), return_inverse=True)
+    verdicts = [_verdict(r, sizes[r], topo, subgroups.get(r)) for r in distinct.tolist()]
     for col, attr in ((S.GROUP, "group"), (S.STATUS, "status"), (F.GROUP_RULE, "rule_id"),
                       (F.GROUP_REASON, "reason"), (F.CANDIDATES, "candidates")):
-        out[col] = out[col].astype("object")
-        out.loc[chosen.index, col] = chosen.map(lambda v, a=attr: getattr(v, a))
+        values = out[col].to_numpy(dtype=object, copy=True)
+        values[at] = objects([getattr(v, attr) for v in verdicts]).to_numpy()[which.reshape(-1)]
+        out[col] = pd.Series(values, index=out.index, dtype=object, copy=False)
     return out
