@@ -129,20 +129,28 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
 def _attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None,
                       cross_rank: bool) -> tuple[pa.Table, pa.Table]:
     events = run.events
+    krule = classify_table(events, rules)
+    # the kernel class is the matched rule's: decided per rule, taken by rule index
+    classes = np.array([r.cls for r in rules.kernel_classes] + [None], dtype=object)
+    # the working frames live in _attribute_comm alone: freed before ATTRIBUTED is built
+    verdict = _attribute_comm(run, krule, rules, topo, cross_rank)
+    return _assemble(events, krule, classes, verdict, rules), collective_units(verdict)
+
+
+def _frames(events: pa.Table, krule: np.ndarray,
+            rules: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The engine's two working frames: what the steps read of every event, and the
+    communication rows (kernel class communication or fused) with the columns read of them."""
     frame = to_frame(events, _ALL_ROWS, shared=True)  # only read: views where it can
     frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
     kinds = _kinds(events)
     frame[S.KIND] = kinds
-    krule = classify_table(events, rules)
-    # the kernel class is the matched rule's: decided per rule, taken by rule index
-    classes = np.array([r.cls for r in rules.kernel_classes] + [None], dtype=object)
     in_comm = np.array([r.cls in COMM_CLASSES for r in rules.kernel_classes] + [False])
     kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
     comm = to_frame(events, _NEEDED, np.flatnonzero(in_comm[kernel_rule]))
     comm[F.ROW] = comm.index.to_numpy()
     comm[S.KIND] = pd.Series(kinds.take(comm[F.ROW].to_numpy()), index=comm.index)
-    verdict = _attribute_comm(frame, comm, krule, rules, topo, run, cross_rank)
-    return _assemble(events, krule, classes, verdict, rules), collective_units(verdict)
+    return frame, comm
 
 
 def _kinds(events: pa.Table) -> pd.Categorical:
@@ -161,9 +169,19 @@ def _kinds(events: pa.Table) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(distinct, dtype=object))
 
 
-def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
-                    rules: RuleSet, topo: Topology | None, run: model.Run,
-                    cross_rank: bool) -> pd.DataFrame:
+def _attribute_comm(run: model.Run, krule: np.ndarray, rules: RuleSet,
+                    topo: Topology | None, cross_rank: bool) -> pd.DataFrame:
+    """The communication rows with their verdicts, order facts and paths; the group steps'
+    temporaries are gone (their function returned) before the order steps run."""
+    frame, comm = _frames(run.events, krule, rules)
+    comm = _group_steps(frame, comm, krule, rules, topo, run, cross_rank)
+    return _order_and_paths(frame, comm, rules, topo)
+
+
+def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
+                 rules: RuleSet, topo: Topology | None, run: model.Run,
+                 cross_rank: bool) -> pd.DataFrame:
+    """Kernel-rule facts, launchers, call sites and the group evidence chain of ``comm``."""
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
     # the kernel rule's attributes, per rule then taken by rule index (-1: the last, none)
     at_rule = np.where(comm[F.KRULE].to_numpy() < 0, len(rules.kernel_classes),
@@ -233,8 +251,7 @@ def _attribute_comm(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
             groups[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
     groups = world_fallback(comm, groups, topo, run)
     groups = _from_wrappers(comm, groups)
-    comm = comm.drop(columns=[c for c in _GROUP_SCRATCH if c in comm]).join(groups)
-    return _order_and_paths(frame, comm, rules, topo)
+    return comm.drop(columns=[c for c in _GROUP_SCRATCH if c in comm]).join(groups)
 
 
 def _ranks_codes(events: pa.Table, comm: pd.DataFrame,
