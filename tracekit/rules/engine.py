@@ -42,6 +42,7 @@ from tracekit.rules.keys import (
     first_appearance,
     first_rows,
     list_codes,
+    missing,
     row_codes,
     spread,
 )
@@ -200,7 +201,7 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     ranks_codes, ranks_lists = _ranks_codes(run.events, comm, source)
     comm = take_launcher_facts(comm, source)
     op = comm[S.OP].to_numpy(dtype=object, copy=True)  # the rule's op where none
-    none = pd.isna(op)
+    none = missing(op)
     op[none] = comm[F.RULE_OP].to_numpy()[none]
     comm[S.OP] = pd.Series(op, index=comm.index, dtype=object, copy=False)
     comm[PREPARES] = prepared_targets(comm, rules)

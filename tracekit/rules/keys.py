@@ -92,6 +92,18 @@ def _by_reference(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes[ref_codes], uniques
 
 
+def missing(values: Any) -> np.ndarray:
+    """``pd.isna(values)`` of one column (Series or 1-D array) as a bool array, quicker on
+    objects: each distinct object (by reference) is tested once, not every row."""
+    array = values.to_numpy() if isinstance(values, pd.Series | pd.Index) else values
+    if not isinstance(array, np.ndarray) or array.dtype != object or array.ndim != 1 \
+            or len(array) < _BY_REFERENCE:
+        return np.asarray(pd.isna(array), dtype=bool)
+    refs = np.frombuffer(np.ascontiguousarray(array), dtype=np.intp)
+    ref_codes = pd.factorize(refs)[0]
+    return np.asarray(pd.isna(array[first_rows(ref_codes)]), dtype=bool)[ref_codes]
+
+
 def _by_value(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(values)``; pandas hashes an object array without missing values as C
     strings, every row's bytes anew; one missing value sends it to the table that hashes the

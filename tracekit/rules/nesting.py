@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
-from tracekit.rules.keys import factorize, lane_time_keys, row_codes
+from tracekit.rules.keys import factorize, lane_time_keys, missing, row_codes
 
 _KEYS = [S.RANK, S.PID, S.TID]
 
@@ -60,7 +60,7 @@ def nested_source(comm: pd.DataFrame, need: pd.Series, have: pd.Series) -> pd.Se
 def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
                      columns: Sequence[str], reason_col: str | None = None) -> pd.DataFrame:
     """Copy ``columns`` of ``table`` into rows whose ``key`` is missing, from nested rows."""
-    need = table[key].isna()
+    need = pd.Series(missing(table[key]), index=table.index)
     have = ~need
     src = nested_source(comm, need, have).dropna()
     if src.empty:

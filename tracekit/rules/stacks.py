@@ -21,6 +21,7 @@ from tracekit.parsers.kineto.dict_codes import masked
 from tracekit.parsers.kineto.nest import one_chunk
 from tracekit.rules import frame as F
 from tracekit.rules.keys import factorize
+from tracekit.rules.keys import missing as keys_missing
 
 _LINK_COLUMNS = (S.KIND, S.NAME, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.CORRELATION,
                  S.EXTERNAL_ID, S.PY_ID, S.PY_PARENT_ID)
@@ -31,7 +32,7 @@ def missing_call_sites(events: pa.Table, comm: pd.DataFrame) -> pd.Series:
     EVENTS has one, else resolved from the stack links (None where no user frame encloses
     it, or the trace has no python frames)."""
     site = comm[S.CALL_SITE].astype("object")
-    missing = site.isna().to_numpy()
+    missing = keys_missing(site)
     need = comm.loc[missing, [S.RANK, F.ROW]]  # the frame is wide: two columns are read
     if need.empty or any(c not in events.column_names for c in _LINK_COLUMNS):
         return site
@@ -90,7 +91,7 @@ def with_call_sites(column: pa.ChunkedArray, rows: np.ndarray,
     the whole table)."""
     had = np.asarray(pc.is_valid(column.take(pa.array(rows, pa.int64()))).to_numpy(
         zero_copy_only=False), dtype=bool) if len(rows) else np.zeros(0, dtype=bool)
-    given = sites.notna().to_numpy() & ~had
+    given = ~keys_missing(sites) & ~had
     if not given.any():
         return column
     col = pa.table({S.CALL_SITE: column}).unify_dictionaries().column(S.CALL_SITE)
