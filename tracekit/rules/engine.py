@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from tracekit import model
 from tracekit import schema as S
 from tracekit.parsers.kineto.heap import reused_heap
+from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import link_wrappers, thread_groups
@@ -39,7 +40,6 @@ from tracekit.rules.kernels import classify_table, rule_column
 from tracekit.rules.keys import (
     factorize,
     first_appearance,
-    first_rows,
     list_codes,
     row_codes,
     spread,
@@ -258,7 +258,7 @@ def _group_sizes(comm: pd.DataFrame, topo: Topology | None) -> pd.Series:
     if topo is None:
         return own
     codes = row_codes([comm[S.RANK], comm[S.GROUP]])
-    first = first_rows(codes)
+    first = firsts.first_rows(codes)
     sizes = np.full(first.size, np.nan)
     for i, (r, g) in enumerate(zip(comm[S.RANK].iloc[first], comm[S.GROUP].iloc[first],
                                    strict=True)):
@@ -363,7 +363,7 @@ def _sizes_once(members: pd.DataFrame, topo: Topology | None) -> pd.Series:
     if plain.any():
         rows = members[plain]
         codes = row_codes([rows[S.RANK], rows[S.GROUP]])
-        out[plain] = _group_sizes(rows.iloc[first_rows(codes)], topo).to_numpy(
+        out[plain] = _group_sizes(rows.iloc[firsts.first_rows(codes)], topo).to_numpy(
             dtype=float)[codes]
     return pd.Series(out, index=members.index)
 
@@ -373,7 +373,7 @@ def _items(first: pd.DataFrame, rules: RuleSet,
     """Per row of ``first``, a code of its (known path, slot candidates) item, and the items
     by code: slots are looked up once per distinct (op, group), not per row."""
     pair = row_codes([first[F.LOGICAL_OP], first[S.GROUP]])
-    reps = first.iloc[first_rows(pair)]
+    reps = first.iloc[firsts.first_rows(pair)]
     slots: list[tuple[str, ...]] = [
         slot_candidates(rules, topo, None if pd.isna(o) else o, None if pd.isna(g) else g)
         for o, g in zip(reps[F.LOGICAL_OP].tolist(), reps[S.GROUP].astype("object").tolist(),
@@ -382,7 +382,7 @@ def _items(first: pd.DataFrame, rules: RuleSet,
     slot_code = np.where(known, len(slots), pair)  # a known path has no open slot
     slots.append(())
     codes = row_codes([first[S.PATH], slot_code])
-    reps_at = first_rows(codes)
+    reps_at = firsts.first_rows(codes)
     paths = first[S.PATH].to_numpy(dtype=object)[reps_at]
     items: list[Item] = [(p if isinstance(p, str) else None, slots[c])
                          for p, c in zip(paths.tolist(), slot_code[reps_at].tolist(),
@@ -392,34 +392,54 @@ def _items(first: pd.DataFrame, rules: RuleSet,
 
 def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     """Every row of a logical collective takes the layer facts of its first unit (and the
-    group that a layer signature lent it); a row without a path rule result keeps its own."""
+    group that a layer signature lent it); a row without a path rule result keeps its own.
+    Where every row has a logical id (the usual case) each column is one take of the first
+    units' values, not a copy of the row's own column written over."""
     ids = comm[S.LOGICAL_ID].to_numpy(dtype=float)
     known = np.flatnonzero(~np.isnan(ids))
+    whole = len(known) == len(comm)
     first_ids = first[S.LOGICAL_ID].to_numpy(dtype=np.int64)
     at = np.full(int(first_ids.max()) + 1 if len(first_ids) else 0, -1, dtype=np.int64)
     at[first_ids] = np.arange(len(first_ids))
-    src = at[ids[known].astype(np.int64)]
-    borrowed = (first[F.GROUP_RULE] == "layer.signature").to_numpy()[src]
+    src = at[ids.astype(np.int64) if whole else ids[known].astype(np.int64)]
+    borrowed = (first[F.GROUP_RULE].to_numpy(dtype=object) == "layer.signature")[src]
+    every = whole and bool(borrowed.all())
     for col in _VERDICT if borrowed.any() else ():
-        values = comm[col].to_numpy(dtype=object, copy=True)  # object text: references
-        values[known[borrowed]] = first[col].to_numpy(dtype=object)[src[borrowed]]
-        comm[col] = pd.Series(values, index=comm.index, dtype=object)
+        theirs = first[col].to_numpy(dtype=object)
+        if every:
+            values = theirs[src]
+        else:
+            values = comm[col].to_numpy(dtype=object, copy=True)  # object text: references
+            values[known[borrowed]] = theirs[src[borrowed]]
+        comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
     for col in _PER_LOGICAL:
         per_first = first[col].to_numpy()
-        mine = per_first[src]
         if col in (S.PATH, F.PATH_RULE):
+            mine = per_first.astype(object, copy=False)[src]
+            missing = np.flatnonzero(pd.isna(per_first)[src])  # per logical collective
             own = comm[col].to_numpy(dtype=object)
-            mine = mine.astype(object)
-            missing = pd.isna(per_first)[src]  # per logical collective, not per row
-            mine[missing] = own[known[missing]]
-            values = own.copy()
-        elif mine.dtype.kind == "f":
-            values = np.full(len(comm), np.nan)
+            if missing.size:
+                mine[missing] = own[missing if whole else known[missing]]
+            if whole:
+                values = mine
+            else:
+                values = own.copy()
+                values[known] = mine
+        elif per_first.dtype.kind == "f":
+            mine = per_first.astype(np.float64, copy=False)[src]
+            values = mine if whole else _placed(mine, known, len(comm), np.nan)
         else:
-            values = np.full(len(comm), None, dtype=object)
-        values[known] = mine
-        comm[col] = pd.Series(values, index=comm.index, dtype=values.dtype)
+            mine = per_first.astype(object, copy=False)[src]
+            values = mine if whole else _placed(mine, known, len(comm), None)
+        comm[col] = pd.Series(values, index=comm.index, dtype=values.dtype, copy=False)
     return comm
+
+
+def _placed(values: np.ndarray, at: np.ndarray, n: int, missing: object) -> np.ndarray:
+    """``n`` rows of ``missing`` with ``values`` at positions ``at``."""
+    out = np.full(n, missing, dtype=values.dtype)
+    out[at] = values
+    return out
 
 
 _ORDER_FACTS = [S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.STEP]
@@ -622,7 +642,7 @@ def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, 
     elsewhere), ``sep`` characters stripped from both ends, None where nothing is left; as
     (code per row, value by code), computed once per distinct pair."""
     codes = row_codes([first, second])
-    at = first_rows(codes)
+    at = firsts.first_rows(codes)
     out = np.empty(len(at), dtype=object)
     pairs = zip(first.to_numpy(dtype=object)[at].tolist(),
                 second.to_numpy(dtype=object)[at].tolist(), strict=True)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
+from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import (
     per_value,
@@ -23,7 +24,6 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
-from tracekit.rules.keys import first_rows
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 
@@ -150,7 +150,7 @@ def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
     out = first.copy(deep=False)  # copy on write: only the columns written are copied
     # the complete layer each borrowing row names, by its first row's step and layer
     where = todo[_WHERE].to_numpy(dtype=np.int64)
-    first_row = first_rows(layer_key)
+    first_row = firsts.first_rows(layer_key)
     steps = keyed[F.STEP].fillna(-1).to_numpy()[first_row]
     layers = keyed[S.LAYER].to_numpy()[first_row]
     note = pd.Series(per_value(where, lambda k: "same collectives as the complete "
@@ -183,7 +183,7 @@ def _noted(prior: np.ndarray, note: np.ndarray) -> np.ndarray:
     """``prior + "; " + note`` (``note`` alone where there is no prior reason), built once
     per distinct (prior, note) pair: the rows share its string."""
     codes = row_codes(prior, note)
-    at = first_rows(codes)
+    at = firsts.first_rows(codes)
     table = np.empty(len(at), dtype=object)
     for i, (p, n) in enumerate(zip(prior[at].tolist(), note[at].tolist(), strict=True)):
         table[i] = ("" if pd.isna(p) else p + "; ") + n
