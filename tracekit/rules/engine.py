@@ -47,6 +47,7 @@ from tracekit.rules.keys import (
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
+    issue_order,
     logical_ids,
     marker_layers,
     periodic_layers,
@@ -62,7 +63,7 @@ from tracekit.rules.paths import (
     Placement,
     place,
     required_families,
-    rule_paths,
+    rule_paths_seen,
     slot_candidates,
 )
 from tracekit.rules.signatures import layer_codes, transfer
@@ -306,26 +307,26 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     lane = comm[[c for c in (S.RANK, S.CORRELATION, S.KIND) if c in comm]]  # narrow copy
     comm[F.ORDER_TS] = host_times(frame, lane.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
     members = comm[[S.RANK, S.GROUP, S.PG_RANKS]]  # what a group size is read from
+    issue = issue_order(comm)  # the unit rows in issue order
     ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],
-                           lambda labels: _sizes_once(members.loc[labels], topo))
+                           lambda at: _sizes_once(members, at, topo), issue)
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
-    for col, values in rule_paths(comm, rules, topo).items():
+    by_rules, seen_paths = rule_paths_seen(comm, rules, topo)
+    for col, values in by_rules.items():
         comm[col] = values
 
-    # the units in issue order, then the first unit of each logical collective: ordered on
-    # the few columns that decide it, only the columns the layer steps read are taken
-    units = comm.loc[comm[F.UNIT], [S.RANK, F.ORDER_TS, S.TS_NS, S.LOGICAL_ID]].sort_values(
-        [S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
-    unit_steps = steps(frame, units)
-    lead = ~units[S.LOGICAL_ID].duplicated().to_numpy()
-    first = comm[_FIRST_COLS].take(comm.index.get_indexer(units.index[lead]))
+    # the units in issue order, then the first unit of each logical collective (the first
+    # row of each logical id in that order); only the columns the layer steps read are taken
+    unit_steps = steps(frame, comm[[S.RANK, F.ORDER_TS]].take(issue))
+    lead = firsts.first_rows(row_codes([_integral(comm[S.LOGICAL_ID].to_numpy()[issue])]))
+    first = comm[_FIRST_COLS].take(issue[lead])
     first[F.STEP] = unit_steps.to_numpy()[lead]
     # equal (op, group, name, call site) tokens, equal codes (missing values alike)
     first[F.TOKEN] = row_codes([first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
                                 first[S.CALL_SITE]])
     item_codes, items = _items(first, rules, topo)
-    required = required_families(rules, topo, set(comm[S.PATH].dropna().unique().tolist()))
+    required = required_families(rules, topo, seen_paths)
     fitting: dict[bytes, bool] = {}
 
     def fits(positions: np.ndarray) -> bool:
@@ -353,19 +354,30 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     return _fill_wrappers(comm)  # the phases follow from the paths (``_assemble``)
 
 
-def _sizes_once(members: pd.DataFrame, topo: Topology | None) -> pd.Series:
-    """``_group_sizes`` of ``members``; a row without pg_ranks of its own has the size of its
-    (rank, group), so one row of each such pair is looked up."""
-    plain = members[S.PG_RANKS].isna().to_numpy()
-    out = np.full(len(members), np.nan)
-    if (~plain).any():
-        out[~plain] = _group_sizes(members[~plain], topo).to_numpy(dtype=float)
+def _integral(values: np.ndarray) -> np.ndarray:
+    """Float ids without a missing one as int64 (coded by offset, not hashed); others as
+    they are."""
+    if values.dtype.kind == "f" and values.size and not np.isnan(values).any():
+        whole = values.astype(np.int64)
+        if (whole == values).all():
+            return whole
+    return values
+
+
+def _sizes_once(members: pd.DataFrame, at: np.ndarray, topo: Topology | None) -> np.ndarray:
+    """``_group_sizes`` of the rows of ``members`` at positions ``at``; a row without
+    pg_ranks of its own has the size of its (rank, group), so one row of each such pair is
+    looked up."""
+    plain = pd.isna(members[S.PG_RANKS].to_numpy()[at])
+    out = np.full(len(at), np.nan)
+    if not plain.all():
+        out[~plain] = _group_sizes(members.iloc[at[~plain]], topo).to_numpy(dtype=float)
     if plain.any():
-        rows = members[plain]
-        codes = row_codes([rows[S.RANK], rows[S.GROUP]])
-        out[plain] = _group_sizes(rows.iloc[firsts.first_rows(codes)], topo).to_numpy(
-            dtype=float)[codes]
-    return pd.Series(out, index=members.index)
+        rest = at[plain]
+        codes = row_codes([members[S.RANK].to_numpy()[rest], members[S.GROUP].to_numpy()[rest]])
+        out[plain] = _group_sizes(members.iloc[rest[firsts.first_rows(codes)]],
+                                  topo).to_numpy(dtype=float)[codes]
+    return out
 
 
 def _items(first: pd.DataFrame, rules: RuleSet,
