@@ -192,36 +192,37 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
 
 def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     """Step index of each unit (NaN outside every step marker)."""
-    annotations = events.loc[(events[S.KIND] == S.Kind.ANNOTATION).to_numpy(),
-                             [S.RANK, S.TS_NS, S.DUR_NS, S.NAME]]
-    names = annotations[S.NAME].fillna("").astype(str)
-    codes, distinct = factorize(names)
-    hits = pd.Series(distinct).str.contains(STEP_MARKER).to_numpy(dtype=bool)
+    at = np.flatnonzero((events[S.KIND] == S.Kind.ANNOTATION).to_numpy())
+    codes, texts = _name_texts(events[S.NAME].to_numpy()[at])
+    hits = pd.Series(texts).str.contains(STEP_MARKER).to_numpy(dtype=bool)
     mask = hits[codes] if len(codes) else np.zeros(0, dtype=bool)
-    return _enclosing(units, annotations.loc[mask, [S.RANK, S.TS_NS, S.DUR_NS]])
+    return _enclosing(units, events[[S.RANK, S.TS_NS, S.DUR_NS]].take(at[mask]))
 
 
-def _extract_layer(names: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
-    """The ``layer`` group of ``pattern`` in each name that has it (the regex runs once per
-    distinct name)."""
-    codes, distinct = factorize(names)
-    layer = pd.Series(distinct).str.extract(pattern)["layer"].to_numpy(dtype=object)
-    values = layer[codes] if len(codes) else np.empty(0, dtype=object)
-    return pd.Series(values, index=names.index, dtype=object).dropna()
+def _name_texts(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, the text by code) of ``names`` as ``fillna("").astype(str)`` makes
+    them, the text made once per distinct name (the missing ones: the last code, "")."""
+    codes, uniques = factorize(names)
+    texts = np.array([*(str(u) for u in uniques.tolist()), ""], dtype=object)
+    return np.where(codes < 0, len(texts) - 1, codes), texts
 
 
 def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """Layer index from layer-marker annotations (NaN where none encloses the unit)."""
     out = pd.Series(np.nan, index=units.index)
     for marker in rules.layer_markers:
-        sel = (events[S.KIND].isin(marker.kinds) if marker.kinds
-               else pd.Series(True, index=events.index))
-        names = events.loc[sel, S.NAME].fillna("").astype(str)
-        found = _extract_layer(names, re.compile(marker.match))
-        if found.empty:
+        at = (np.flatnonzero(events[S.KIND].isin(marker.kinds).to_numpy()) if marker.kinds
+              else np.arange(len(events)))
+        codes, texts = _name_texts(events[S.NAME].to_numpy()[at])
+        # the ``layer`` group of the marker's pattern, once per distinct name
+        layer = pd.Series(texts).str.extract(re.compile(marker.match))["layer"].to_numpy(
+            dtype=object)[codes] if len(codes) else np.empty(0, dtype=object)
+        hit = np.flatnonzero(pd.notna(layer))
+        if not hit.size:
             continue
-        spans = events.loc[found.index, [S.RANK, S.TS_NS, S.DUR_NS]].copy()
-        spans[F.LAYER_NO] = found.astype(int).to_numpy()
+        spans = events[[S.RANK, S.TS_NS, S.DUR_NS]].take(at[hit])
+        spans[F.LAYER_NO] = pd.Series(layer[hit], dtype=object, copy=False).astype(
+            int).to_numpy()
         pos = _enclosing(units, spans)
         ordered = spans.sort_values([S.RANK, S.TS_NS])
         ordered[F.SPAN_NO] = ordered.groupby(S.RANK).cumcount()

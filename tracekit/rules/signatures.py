@@ -189,8 +189,7 @@ def _apply(first: pd.DataFrame, at: np.ndarray, answers: dict[str, np.ndarray],
     note_at = per_value(where, lambda k: "same collectives as the complete "
                         f"step {int(steps[k])} layer {int(layers[k])}")
     # written by position (object arrays), not by label
-    grp = np.array([_missing(s) or s != Status.ATTRIBUTED for s in status.tolist()],
-                   dtype=bool) if len(status) else np.zeros(0, dtype=bool)
+    grp = np.asarray(status != Status.ATTRIBUTED, dtype=bool)  # missing ones too
     pth = pd.isna(path)
     written = {
         S.GROUP: (grp, answers[_WANT_GROUP][grp]),
