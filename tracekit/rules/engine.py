@@ -39,7 +39,6 @@ from tracekit.rules.groups import (
 from tracekit.rules.kernels import classify_table, rule_column
 from tracekit.rules.keys import (
     factorize,
-    first_appearance,
     list_codes,
     row_codes,
     spread,
@@ -471,17 +470,29 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
             comm.loc[need.index, col] = by_ext[col].reindex(keys).to_numpy()
     # nesting is found on the thread and time columns alone, on the threads that have a row
     # to fill (rows nest only with rows of their own thread): the wide frame is not copied
-    thread = row_codes([comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)])
-    open_threads = np.unique(thread[comm[S.LOGICAL_ID].isna().to_numpy()])
-    on = np.isin(thread, open_threads)
-    if not on.any():
+    open_rows = comm[S.LOGICAL_ID].isna().to_numpy()
+    if not open_rows.any():
         return comm
-    narrow = comm.loc[on, [S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]]
+    thread = row_codes([comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)])
+    on = np.flatnonzero(np.isin(thread, np.unique(thread[open_rows])))
+    narrow = comm[[S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]].take(on)
     filled = fill_from_nested(narrow, narrow, S.LOGICAL_ID, _ORDER_FACTS)
     if filled is not narrow:
         for col in _ORDER_FACTS:
-            comm.loc[on, col] = filled[col]
+            _write_at(comm, col, on, filled[col])
     return comm
+
+
+def _write_at(comm: pd.DataFrame, col: str, at: np.ndarray, values: pd.Series) -> None:
+    """``comm[col]`` with ``values`` at positions ``at``: by position into a copy where the
+    dtypes agree (no label alignment), else as ``.iloc`` writes it (pandas' casting)."""
+    column = comm[col]
+    if column.dtype == values.dtype and isinstance(column.dtype, np.dtype):
+        out = column.to_numpy(copy=True)
+        out[at] = values.to_numpy()
+        comm[col] = pd.Series(out, index=comm.index, dtype=out.dtype, copy=False)
+    else:
+        comm.iloc[at, comm.columns.get_loc(col)] = values.to_numpy()
 
 
 def _only_model_layers(first: pd.DataFrame, rules: RuleSet) -> pd.Series:
@@ -623,19 +634,24 @@ def _at_rows(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray,
 def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     """Rows holding ``table[index]`` (null where the index is -1 or the value missing),
     encoded as Arrow's dictionary_encode encodes: distinct values in order of first
-    appearance, int32 indices."""
+    appearance, int32 indices. The order is found over the few distinct values (the first
+    row of each, by a scatter-min), the rows are taken twice through small tables."""
     value_of, values = factorize(table)
+    k = len(values)
     value_of = np.append(value_of, -1)  # index -1: no value
+    value_of[value_of < 0] = k  # code k: no value
     codes = value_of[index]
-    valid = codes >= 0
-    present = codes[valid]
-    order = first_appearance(present, len(values))
-    firsts = np.empty(int(order.max()) + 1 if order.size else 0, dtype=np.int64)
-    firsts[order] = present  # every row of a number holds the same value
-    indices = np.zeros(len(index), dtype=np.int32)
-    indices[valid] = order
-    dictionary = pa.array(np.asarray(values, dtype=object)[firsts], pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=~valid), dictionary)
+    n = len(index)
+    first = np.full(k + 1, n, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
+    seen = np.flatnonzero(first[:k] < n)
+    order = seen[np.argsort(first[seen], kind="stable")]  # the values by first appearance
+    number = np.zeros(k + 1, dtype=np.int32)  # a null row's index stays 0
+    number[order] = np.arange(len(order), dtype=np.int32)
+    null = np.zeros(k + 1, dtype=bool)
+    null[k] = True
+    dictionary = pa.array(np.asarray(values, dtype=object)[order], pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(number[codes], mask=null[codes]), dictionary)
 
 
 def _spread(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray, n: int) -> pa.Array:
