@@ -26,6 +26,7 @@ from tracekit import model
 from tracekit import schema as S
 from tracekit.parsers.kineto.heap import reused_heap
 from tracekit.parsers.kineto.nest import one_chunk
+from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import has_gloo_instances, link_wrappers, thread_groups
@@ -39,8 +40,6 @@ from tracekit.rules.groups import (
 from tracekit.rules.kernels import classify_table, rule_column
 from tracekit.rules.keys import (
     factorize,
-    first_appearance,
-    first_rows,
     list_codes,
     missing,
     row_codes,
@@ -49,6 +48,7 @@ from tracekit.rules.keys import (
 from tracekit.rules.launcher import launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
+    issue_order,
     logical_ids,
     marker_layers,
     periodic_layers,
@@ -64,7 +64,7 @@ from tracekit.rules.paths import (
     Placement,
     place,
     required_families,
-    rule_paths,
+    rule_paths_seen,
     slot_candidates,
 )
 from tracekit.rules.signatures import layer_codes, transfer
@@ -291,7 +291,7 @@ def _group_sizes(comm: pd.DataFrame, topo: Topology | None) -> pd.Series:
     if topo is None:
         return own
     codes = row_codes([comm[S.RANK], comm[S.GROUP]])
-    first = first_rows(codes)
+    first = firsts.first_rows(codes)
     sizes = np.full(first.size, np.nan)
     for i, (r, g) in enumerate(zip(comm[S.RANK].iloc[first], comm[S.GROUP].iloc[first],
                                    strict=True)):
@@ -339,26 +339,26 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     lane = comm[[c for c in (S.RANK, S.CORRELATION, S.KIND) if c in comm]]  # narrow copy
     comm[F.ORDER_TS] = host_times(frame, lane.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
     members = comm[[S.RANK, S.GROUP, S.PG_RANKS]]  # what a group size is read from
+    issue = issue_order(comm)  # the unit rows in issue order
     ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],
-                           lambda labels: _sizes_once(members.loc[labels], topo))
+                           lambda at: _sizes_once(members, at, topo), issue)
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
-    for col, values in rule_paths(comm, rules, topo).items():
+    by_rules, seen_paths = rule_paths_seen(comm, rules, topo)
+    for col, values in by_rules.items():
         comm[col] = values
 
-    # the units in issue order, then the first unit of each logical collective: ordered on
-    # the few columns that decide it, only the columns the layer steps read are taken
-    units = comm.loc[comm[F.UNIT], [S.RANK, F.ORDER_TS, S.TS_NS, S.LOGICAL_ID]].sort_values(
-        [S.RANK, F.ORDER_TS, S.TS_NS], kind="stable")
-    unit_steps = steps(frame, units)
-    lead = ~units[S.LOGICAL_ID].duplicated().to_numpy()
-    first = comm[_FIRST_COLS].take(comm.index.get_indexer(units.index[lead]))
+    # the units in issue order, then the first unit of each logical collective (the first
+    # row of each logical id in that order); only the columns the layer steps read are taken
+    unit_steps = steps(frame, comm[[S.RANK, F.ORDER_TS]].take(issue))
+    lead = firsts.first_rows(row_codes([_integral(comm[S.LOGICAL_ID].to_numpy()[issue])]))
+    first = comm[_FIRST_COLS].take(issue[lead])
     first[F.STEP] = unit_steps.to_numpy()[lead]
     # equal (op, group, name, call site) tokens, equal codes (missing values alike)
     first[F.TOKEN] = row_codes([first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
                                 first[S.CALL_SITE]])
     item_codes, items = _items(first, rules, topo)
-    required = required_families(rules, topo, set(comm[S.PATH].dropna().unique().tolist()))
+    required = required_families(rules, topo, seen_paths)
     fitting: dict[bytes, bool] = {}
 
     def fits(positions: np.ndarray) -> bool:
@@ -386,19 +386,30 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     return _fill_wrappers(comm)  # the phases follow from the paths (``_assemble``)
 
 
-def _sizes_once(members: pd.DataFrame, topo: Topology | None) -> pd.Series:
-    """``_group_sizes`` of ``members``; a row without pg_ranks of its own has the size of its
-    (rank, group), so one row of each such pair is looked up."""
-    plain = members[S.PG_RANKS].isna().to_numpy()
-    out = np.full(len(members), np.nan)
-    if (~plain).any():
-        out[~plain] = _group_sizes(members[~plain], topo).to_numpy(dtype=float)
+def _integral(values: np.ndarray) -> np.ndarray:
+    """Float ids without a missing one as int64 (coded by offset, not hashed); others as
+    they are."""
+    if values.dtype.kind == "f" and values.size and not np.isnan(values).any():
+        whole = values.astype(np.int64)
+        if (whole == values).all():
+            return whole
+    return values
+
+
+def _sizes_once(members: pd.DataFrame, at: np.ndarray, topo: Topology | None) -> np.ndarray:
+    """``_group_sizes`` of the rows of ``members`` at positions ``at``; a row without
+    pg_ranks of its own has the size of its (rank, group), so one row of each such pair is
+    looked up."""
+    plain = pd.isna(members[S.PG_RANKS].to_numpy()[at])
+    out = np.full(len(at), np.nan)
+    if not plain.all():
+        out[~plain] = _group_sizes(members.iloc[at[~plain]], topo).to_numpy(dtype=float)
     if plain.any():
-        rows = members[plain]
-        codes = row_codes([rows[S.RANK], rows[S.GROUP]])
-        out[plain] = _group_sizes(rows.iloc[first_rows(codes)], topo).to_numpy(
-            dtype=float)[codes]
-    return pd.Series(out, index=members.index)
+        rest = at[plain]
+        codes = row_codes([members[S.RANK].to_numpy()[rest], members[S.GROUP].to_numpy()[rest]])
+        out[plain] = _group_sizes(members.iloc[rest[firsts.first_rows(codes)]],
+                                  topo).to_numpy(dtype=float)[codes]
+    return out
 
 
 def _items(first: pd.DataFrame, rules: RuleSet,
@@ -406,7 +417,7 @@ def _items(first: pd.DataFrame, rules: RuleSet,
     """Per row of ``first``, a code of its (known path, slot candidates) item, and the items
     by code: slots are looked up once per distinct (op, group), not per row."""
     pair = row_codes([first[F.LOGICAL_OP], first[S.GROUP]])
-    reps = first.iloc[first_rows(pair)]
+    reps = first.iloc[firsts.first_rows(pair)]
     slots: list[tuple[str, ...]] = [
         slot_candidates(rules, topo, None if pd.isna(o) else o, None if pd.isna(g) else g)
         for o, g in zip(reps[F.LOGICAL_OP].tolist(), reps[S.GROUP].astype("object").tolist(),
@@ -415,7 +426,7 @@ def _items(first: pd.DataFrame, rules: RuleSet,
     slot_code = np.where(known, len(slots), pair)  # a known path has no open slot
     slots.append(())
     codes = row_codes([first[S.PATH], slot_code])
-    reps_at = first_rows(codes)
+    reps_at = firsts.first_rows(codes)
     paths = first[S.PATH].to_numpy(dtype=object)[reps_at]
     items: list[Item] = [(p if isinstance(p, str) else None, slots[c])
                          for p, c in zip(paths.tolist(), slot_code[reps_at].tolist(),
@@ -425,34 +436,54 @@ def _items(first: pd.DataFrame, rules: RuleSet,
 
 def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     """Every row of a logical collective takes the layer facts of its first unit (and the
-    group that a layer signature lent it); a row without a path rule result keeps its own."""
+    group that a layer signature lent it); a row without a path rule result keeps its own.
+    Where every row has a logical id (the usual case) each column is one take of the first
+    units' values, not a copy of the row's own column written over."""
     ids = comm[S.LOGICAL_ID].to_numpy(dtype=float)
     known = np.flatnonzero(~np.isnan(ids))
+    whole = len(known) == len(comm)
     first_ids = first[S.LOGICAL_ID].to_numpy(dtype=np.int64)
     at = np.full(int(first_ids.max()) + 1 if len(first_ids) else 0, -1, dtype=np.int64)
     at[first_ids] = np.arange(len(first_ids))
-    src = at[ids[known].astype(np.int64)]
-    borrowed = (first[F.GROUP_RULE] == "layer.signature").to_numpy()[src]
+    src = at[ids.astype(np.int64) if whole else ids[known].astype(np.int64)]
+    borrowed = (first[F.GROUP_RULE].to_numpy(dtype=object) == "layer.signature")[src]
+    every = whole and bool(borrowed.all())
     for col in _VERDICT if borrowed.any() else ():
-        values = comm[col].to_numpy(dtype=object, copy=True)  # object text: references
-        values[known[borrowed]] = first[col].to_numpy(dtype=object)[src[borrowed]]
-        comm[col] = pd.Series(values, index=comm.index, dtype=object)
+        theirs = first[col].to_numpy(dtype=object)
+        if every:
+            values = theirs[src]
+        else:
+            values = comm[col].to_numpy(dtype=object, copy=True)  # object text: references
+            values[known[borrowed]] = theirs[src[borrowed]]
+        comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
     for col in _PER_LOGICAL:
         per_first = first[col].to_numpy()
-        mine = per_first[src]
         if col in (S.PATH, F.PATH_RULE):
+            mine = per_first.astype(object, copy=False)[src]
+            missing = np.flatnonzero(pd.isna(per_first)[src])  # per logical collective
             own = comm[col].to_numpy(dtype=object)
-            mine = mine.astype(object)
-            missing = pd.isna(per_first)[src]  # per logical collective, not per row
-            mine[missing] = own[known[missing]]
-            values = own.copy()
-        elif mine.dtype.kind == "f":
-            values = np.full(len(comm), np.nan)
+            if missing.size:
+                mine[missing] = own[missing if whole else known[missing]]
+            if whole:
+                values = mine
+            else:
+                values = own.copy()
+                values[known] = mine
+        elif per_first.dtype.kind == "f":
+            mine = per_first.astype(np.float64, copy=False)[src]
+            values = mine if whole else _placed(mine, known, len(comm), np.nan)
         else:
-            values = np.full(len(comm), None, dtype=object)
-        values[known] = mine
-        comm[col] = pd.Series(values, index=comm.index, dtype=values.dtype)
+            mine = per_first.astype(object, copy=False)[src]
+            values = mine if whole else _placed(mine, known, len(comm), None)
+        comm[col] = pd.Series(values, index=comm.index, dtype=values.dtype, copy=False)
     return comm
+
+
+def _placed(values: np.ndarray, at: np.ndarray, n: int, missing: object) -> np.ndarray:
+    """``n`` rows of ``missing`` with ``values`` at positions ``at``."""
+    out = np.full(n, missing, dtype=values.dtype)
+    out[at] = values
+    return out
 
 
 _ORDER_FACTS = [S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.STEP]
@@ -472,17 +503,29 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
             comm.loc[need.index, col] = by_ext[col].reindex(keys).to_numpy()
     # nesting is found on the thread and time columns alone, on the threads that have a row
     # to fill (rows nest only with rows of their own thread): the wide frame is not copied
-    thread = row_codes([comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)])
-    open_threads = np.unique(thread[comm[S.LOGICAL_ID].isna().to_numpy()])
-    on = np.isin(thread, open_threads)
-    if not on.any():
+    open_rows = comm[S.LOGICAL_ID].isna().to_numpy()
+    if not open_rows.any():
         return comm
-    narrow = comm.loc[on, [S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]]
+    thread = row_codes([comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)])
+    on = np.flatnonzero(np.isin(thread, np.unique(thread[open_rows])))
+    narrow = comm[[S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]].take(on)
     filled = fill_from_nested(narrow, narrow, S.LOGICAL_ID, _ORDER_FACTS)
     if filled is not narrow:
         for col in _ORDER_FACTS:
-            comm.loc[on, col] = filled[col]
+            _write_at(comm, col, on, filled[col])
     return comm
+
+
+def _write_at(comm: pd.DataFrame, col: str, at: np.ndarray, values: pd.Series) -> None:
+    """``comm[col]`` with ``values`` at positions ``at``: by position into a copy where the
+    dtypes agree (no label alignment), else as ``.iloc`` writes it (pandas' casting)."""
+    column = comm[col]
+    if column.dtype == values.dtype and isinstance(column.dtype, np.dtype):
+        out = column.to_numpy(copy=True)
+        out[at] = values.to_numpy()
+        comm[col] = pd.Series(out, index=comm.index, dtype=out.dtype, copy=False)
+    else:
+        comm.iloc[at, comm.columns.get_loc(col)] = values.to_numpy()
 
 
 def _only_model_layers(first: pd.DataFrame, rules: RuleSet) -> pd.Series:
@@ -624,19 +667,24 @@ def _at_rows(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray,
 def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     """Rows holding ``table[index]`` (null where the index is -1 or the value missing),
     encoded as Arrow's dictionary_encode encodes: distinct values in order of first
-    appearance, int32 indices."""
+    appearance, int32 indices. The order is found over the few distinct values (the first
+    row of each, by a scatter-min), the rows are taken twice through small tables."""
     value_of, values = factorize(table)
+    k = len(values)
     value_of = np.append(value_of, -1)  # index -1: no value
+    value_of[value_of < 0] = k  # code k: no value
     codes = value_of[index]
-    valid = codes >= 0
-    present = codes[valid]
-    order = first_appearance(present, len(values))
-    firsts = np.empty(int(order.max()) + 1 if order.size else 0, dtype=np.int64)
-    firsts[order] = present  # every row of a number holds the same value
-    indices = np.zeros(len(index), dtype=np.int32)
-    indices[valid] = order
-    dictionary = pa.array(np.asarray(values, dtype=object)[firsts], pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=~valid), dictionary)
+    n = len(index)
+    first = np.full(k + 1, n, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
+    seen = np.flatnonzero(first[:k] < n)
+    order = seen[np.argsort(first[seen], kind="stable")]  # the values by first appearance
+    number = np.zeros(k + 1, dtype=np.int32)  # a null row's index stays 0
+    number[order] = np.arange(len(order), dtype=np.int32)
+    null = np.zeros(k + 1, dtype=bool)
+    null[k] = True
+    dictionary = pa.array(np.asarray(values, dtype=object)[order], pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(number[codes], mask=null[codes]), dictionary)
 
 
 def _spread(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray, n: int) -> pa.Array:
@@ -655,7 +703,7 @@ def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, 
     elsewhere), ``sep`` characters stripped from both ends, None where nothing is left; as
     (code per row, value by code), computed once per distinct pair."""
     codes = row_codes([first, second])
-    at = first_rows(codes)
+    at = firsts.first_rows(codes)
     out = np.empty(len(at), dtype=object)
     pairs = zip(first.to_numpy(dtype=object)[at].tolist(),
                 second.to_numpy(dtype=object)[at].tolist(), strict=True)

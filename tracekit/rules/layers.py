@@ -36,22 +36,30 @@ STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
 NOT_IN_LAYER = (S.Op.BARRIER, S.Op.SEND, S.Op.RECV, S.Op.SEND_RECV)
 
 
+def issue_order(comm: pd.DataFrame) -> np.ndarray:
+    """Positions of the unit rows in issue order: rank, then order time, then start, stable
+    (what ``sort_values([RANK, ORDER_TS, TS_NS], kind="stable")`` of the unit rows gives)."""
+    at = np.flatnonzero(comm[F.UNIT].to_numpy(dtype=bool))
+    order = np.lexsort((comm[S.TS_NS].to_numpy()[at], comm[F.ORDER_TS].to_numpy()[at],
+                        comm[S.RANK].to_numpy()[at]))
+    return at[order]
+
+
 def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
-                group_size: Callable[[pd.Index], pd.Series]) -> tuple[pd.Series, pd.Series]:
+                group_size: Callable[[np.ndarray], np.ndarray],
+                issue: np.ndarray | None = None) -> tuple[pd.Series, pd.Series]:
     """(logical id, logical op) for unit rows; linked instances are filled by the caller.
 
     A run of grouped units forms one v-collective only when nothing says they are separate
     calls: no process-group metadata of their own (c10d-issued NCCL kernels carry it, pynccl's
     grouped kernels do not), a call site for CPU ops, and as many ops as the group has ranks
-    (one per root) when the group size is known: ``group_size(labels)`` gives it for those
-    rows of ``comm``, in their order (NaN where unknown).
+    (one per root) when the group size is known: ``group_size(positions)`` gives it for the
+    rows of ``comm`` at those positions, in their order (NaN where unknown). ``issue``: the
+    ``issue_order`` of ``comm`` where the caller has it. The ids number the logical
+    collectives 0.. in order of first appearance in issue order.
     """
-    at = np.flatnonzero(comm[F.UNIT].to_numpy(dtype=bool))
+    at = issue_order(comm) if issue is None else issue
     rank = comm[S.RANK].to_numpy()[at]
-    # issue order, stable like sort_values: rank, then order time, then start
-    order = np.lexsort((comm[S.TS_NS].to_numpy()[at], comm[F.ORDER_TS].to_numpy()[at], rank))
-    at = at[order]
-    rank = rank[order]
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
     if F.CALL_KEY in comm:  # the engine's call-site codes
         call = comm[F.CALL_KEY].to_numpy(dtype=np.int64)[at]
@@ -66,8 +74,7 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     rule = comm[F.KRULE].to_numpy()[at]
     own_meta = (comm[S.PG_NAME].notna() | comm[S.PG_DESC].notna()).to_numpy()[at]
     located = ((comm[S.KIND] == S.Kind.KERNEL) | comm[S.CALL_SITE].notna()).to_numpy()[at]
-    flag = grouped.to_numpy(dtype=object)[at]
-    is_grouped = pd.notna(flag) & flag.astype(bool) & ~own_meta & located
+    is_grouped = _truth(grouped.to_numpy(dtype=object)[at]) & ~own_meta & located
     same = np.zeros(len(at), dtype=bool)
     same[1:] = (is_grouped[1:] & is_grouped[:-1] & (rank[1:] == rank[:-1])
                 & (thread[1:] == thread[:-1]) & (rule[1:] == rule[:-1])
@@ -78,7 +85,7 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     want = np.full(len(at), np.nan)
     multi = size > 1
     if multi.any():
-        want[multi] = group_size(comm.index[at[multi]]).to_numpy(dtype=float)
+        want[multi] = np.asarray(group_size(at[multi]), dtype=float)
     whole = (size > 1) & (np.isnan(want) | (size == want))
     # a run that is not one v-collective is split back into single collectives
     rows = comm[F.ROW].to_numpy(dtype=np.int64)[at]
@@ -97,6 +104,14 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     all_ops[at] = lop
     return (pd.Series(all_ids, index=comm.index),
             pd.Series(all_ops, index=comm.index, dtype=object))
+
+
+def _truth(flags: np.ndarray) -> np.ndarray:
+    """``pd.notna(flags) & flags.astype(bool)``, decided once per distinct value (the
+    flags are a kernel rule's: a few objects repeated over the rows)."""
+    codes, uniques = factorize(flags)
+    table = np.array([*(bool(pd.notna(u) and u) for u in uniques.tolist()), False], dtype=bool)
+    return table[codes]
 
 
 def _enclosing(units: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
@@ -177,36 +192,37 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
 
 def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     """Step index of each unit (NaN outside every step marker)."""
-    annotations = events.loc[(events[S.KIND] == S.Kind.ANNOTATION).to_numpy(),
-                             [S.RANK, S.TS_NS, S.DUR_NS, S.NAME]]
-    names = annotations[S.NAME].fillna("").astype(str)
-    codes, distinct = factorize(names)
-    hits = pd.Series(distinct).str.contains(STEP_MARKER).to_numpy(dtype=bool)
+    at = np.flatnonzero((events[S.KIND] == S.Kind.ANNOTATION).to_numpy())
+    codes, texts = _name_texts(events[S.NAME].to_numpy()[at])
+    hits = pd.Series(texts).str.contains(STEP_MARKER).to_numpy(dtype=bool)
     mask = hits[codes] if len(codes) else np.zeros(0, dtype=bool)
-    return _enclosing(units, annotations.loc[mask, [S.RANK, S.TS_NS, S.DUR_NS]])
+    return _enclosing(units, events[[S.RANK, S.TS_NS, S.DUR_NS]].take(at[mask]))
 
 
-def _extract_layer(names: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
-    """The ``layer`` group of ``pattern`` in each name that has it (the regex runs once per
-    distinct name)."""
-    codes, distinct = factorize(names)
-    layer = pd.Series(distinct).str.extract(pattern)["layer"].to_numpy(dtype=object)
-    values = layer[codes] if len(codes) else np.empty(0, dtype=object)
-    return pd.Series(values, index=names.index, dtype=object).dropna()
+def _name_texts(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, the text by code) of ``names`` as ``fillna("").astype(str)`` makes
+    them, the text made once per distinct name (the missing ones: the last code, "")."""
+    codes, uniques = factorize(names)
+    texts = np.array([*(str(u) for u in uniques.tolist()), ""], dtype=object)
+    return np.where(codes < 0, len(texts) - 1, codes), texts
 
 
 def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> pd.Series:
     """Layer index from layer-marker annotations (NaN where none encloses the unit)."""
     out = pd.Series(np.nan, index=units.index)
     for marker in rules.layer_markers:
-        sel = (events[S.KIND].isin(marker.kinds) if marker.kinds
-               else pd.Series(True, index=events.index))
-        names = events.loc[sel, S.NAME].fillna("").astype(str)
-        found = _extract_layer(names, re.compile(marker.match))
-        if found.empty:
+        at = (np.flatnonzero(events[S.KIND].isin(marker.kinds).to_numpy()) if marker.kinds
+              else np.arange(len(events)))
+        codes, texts = _name_texts(events[S.NAME].to_numpy()[at])
+        # the ``layer`` group of the marker's pattern, once per distinct name
+        layer = pd.Series(texts).str.extract(re.compile(marker.match))["layer"].to_numpy(
+            dtype=object)[codes] if len(codes) else np.empty(0, dtype=object)
+        hit = np.flatnonzero(pd.notna(layer))
+        if not hit.size:
             continue
-        spans = events.loc[found.index, [S.RANK, S.TS_NS, S.DUR_NS]].copy()
-        spans[F.LAYER_NO] = found.astype(int).to_numpy()
+        spans = events[[S.RANK, S.TS_NS, S.DUR_NS]].take(at[hit])
+        spans[F.LAYER_NO] = pd.Series(layer[hit], dtype=object, copy=False).astype(
+            int).to_numpy()
         pos = _enclosing(units, spans)
         ordered = spans.sort_values([S.RANK, S.TS_NS])
         ordered[F.SPAN_NO] = ordered.groupby(S.RANK).cumcount()

@@ -26,9 +26,10 @@ import pyarrow as pa
 
 from tracekit import model
 from tracekit import schema as S
+from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import row_codes
-from tracekit.rules.keys import first_rows, list_codes, spread, tuple_key_series
+from tracekit.rules.keys import list_codes, spread, tuple_key_series
 from tracekit.rules.model import FrozenMap, LintRule, RuleSet
 from tracekit.topology import Topology
 
@@ -41,9 +42,21 @@ def _paths(rule: LintRule, rules: RuleSet, key: str) -> set[str]:
 
 
 def _units(comm: pd.DataFrame) -> pd.DataFrame:
-    units = comm[comm[F.UNIT].astype(bool)] if F.UNIT in comm else comm.iloc[0:0]
-    # drop_duplicates([RANK, LOGICAL_ID]) in code space: the first row of each pair, in order
-    return units.iloc[np.sort(first_rows(row_codes(units[S.RANK], units[S.LOGICAL_ID])))]
+    return comm.iloc[_unit_rows(comm)]
+
+
+def _unit_rows(comm: pd.DataFrame) -> np.ndarray:
+    """Positions of the unit rows, the first of each (rank, logical id) pair, in order: what
+    ``drop_duplicates([RANK, LOGICAL_ID])`` of the unit rows keeps, in code space (integer
+    ids where none is missing: no hashing)."""
+    if F.UNIT not in comm:
+        return np.zeros(0, dtype=np.int64)
+    at = np.flatnonzero(comm[F.UNIT].astype(bool).to_numpy())
+    ids = comm[S.LOGICAL_ID].to_numpy()[at]
+    if ids.dtype.kind == "f" and not np.isnan(ids).any():
+        whole = ids.astype(np.int64)
+        ids = whole if (whole == ids).all() else ids
+    return at[firsts.first_rows(row_codes(comm[S.RANK].to_numpy()[at], ids))]
 
 
 def _layer_key(units: pd.DataFrame) -> list[Any]:
@@ -291,7 +304,7 @@ def _communicators(units: pd.DataFrame,
     if topo is not None and len(rest):
         pairs = units.iloc[rest][[S.RANK, S.GROUP]]
         pair_codes = row_codes(pairs[S.RANK], pairs[S.GROUP])
-        reps = pairs.iloc[first_rows(pair_codes)]
+        reps = pairs.iloc[firsts.first_rows(pair_codes)]
         for rank, group in zip(reps[S.RANK].tolist(), reps[S.GROUP].tolist(), strict=True):
             m = topo.group_of(int(rank), group)
             topo_lists.append(tuple(sorted(m)) if m else None)
@@ -342,9 +355,8 @@ def collective_units(comm: pd.DataFrame) -> pa.Table:
     lints read. Units of different ranks never interact before the lints, so the tables of
     ranks attributed apart concatenate into the table of the ranks attributed together."""
     keep = [c for c in (*(col for col, _ in _UNIT_COLUMNS), F.UNIT) if c in comm]
-    # only the unit rows of the columns kept are copied: the frame is wide and long
-    rows = comm[F.UNIT].astype(bool).to_numpy() if F.UNIT in comm else slice(0, 0)
-    units = _units(comm.loc[rows, keep])
+    # only the first unit rows of the columns kept are copied: the frame is wide and long
+    units = comm[keep].take(_unit_rows(comm))
     if units.empty:
         return S.empty(S.COLLECTIVE_UNITS)
     table = pa.table({out: pa.array(units[col], from_pandas=True)

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
+from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import row_codes
-from tracekit.rules.keys import first_rows
 from tracekit.rules.model import PathLabelRule, RuleSet, When
 from tracekit.topology import Topology
 
@@ -51,6 +51,13 @@ _OF_KRULE = (F.LIBRARY, F.ROLE, F.MODE, F.KPATH)
 def rule_paths(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None) -> pd.DataFrame:
     """PATH and PATH_RULE from call sites, kernel rules and ``paths`` rules (object columns,
     None where no rule gives a path); decided once per distinct combination of facts."""
+    return rule_paths_seen(comm, rules, topo)[0]
+
+
+def rule_paths_seen(comm: pd.DataFrame, rules: RuleSet,
+                    topo: Topology | None) -> tuple[pd.DataFrame, set[str]]:
+    """``rule_paths`` and the set of the paths it gave (read off the distinct combinations,
+    every one of which some row has: no pass over the rows)."""
     facts_cols = [F.LOGICAL_OP, S.GROUP, F.LIBRARY, F.ROLE, F.MODE, S.CALL_SITE, F.CALL_PATH,
                   F.CALL_RULE, F.KPATH, F.KRULE]
     # library, role, mode and kernel path are the kernel rule's: KRULE stands for them in the key
@@ -58,15 +65,17 @@ def rule_paths(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None) -> pd.
     key_cols = [F.CALL_KEY if c == S.CALL_SITE and F.CALL_KEY in comm else c
                 for c in facts_cols if c not in _OF_KRULE]
     codes = row_codes(*(comm[c] for c in key_cols))
-    reps = comm[facts_cols].iloc[first_rows(codes)].astype("object")
+    reps = comm[facts_cols].iloc[firsts.first_rows(codes)].astype("object")
     paths = np.empty(len(reps), dtype=object)
     path_rules = np.empty(len(reps), dtype=object)
     for i, key in enumerate(reps.itertuples(index=False, name=None)):
         paths[i], path_rules[i] = _rule_path(
             tuple(None if pd.isna(v) else v for v in key), rules, topo)
-    return pd.DataFrame({S.PATH: pd.Series(paths[codes], index=comm.index, dtype=object),
-                         F.PATH_RULE: pd.Series(path_rules[codes], index=comm.index,
-                                                dtype=object)})
+    seen = {p for p in paths.tolist() if isinstance(p, str)}
+    return pd.DataFrame({
+        S.PATH: pd.Series(paths[codes], index=comm.index, dtype=object, copy=False),
+        F.PATH_RULE: pd.Series(path_rules[codes], index=comm.index, dtype=object, copy=False),
+    }, copy=False), seen
 
 
 def _rule_path(key: tuple[Any, ...], rules: RuleSet,

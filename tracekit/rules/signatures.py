@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
+from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import (
     per_value,
@@ -23,7 +24,7 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
-from tracekit.rules.keys import first_rows
+from tracekit.rules.keys import factorize
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 
@@ -37,36 +38,50 @@ _WHERE = "_where"
 
 def transfer(first: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     """Fill group and path of incomplete layers from complete layers with the same ops."""
-    has_layer = first[S.LAYER].notna().to_numpy()
-    if not has_layer.any():
+    keyed = np.flatnonzero(first[S.LAYER].notna().to_numpy())  # positions of layer rows
+    if not keyed.size:
         return first
-    keyed = first[has_layer]
-    layer_key = layer_codes(keyed)
-    ops = pd.factorize(keyed[F.LOGICAL_OP].astype(str), use_na_sentinel=False)[0]
+    layer_key = layer_codes(first[[S.RANK, F.STEP, S.LAYER]].take(keyed))
+    ops = _text_codes(first[F.LOGICAL_OP].to_numpy(dtype=object)[keyed])
     sig_of_layer, _ = sequence_ids(ops, layer_key)
-    ok_row = ((keyed[S.STATUS] == Status.ATTRIBUTED) & keyed[S.PATH].notna()).to_numpy()
+    col = {c: first[c].to_numpy(dtype=object)[keyed]
+           for c in (S.GROUP, S.PATH, S.STATUS, F.CANDIDATES)}
+    ok_row = (col[S.STATUS] == Status.ATTRIBUTED) & pd.notna(col[S.PATH])
     complete = np.bincount(layer_key, weights=~ok_row, minlength=len(sig_of_layer)) == 0
     work = pd.DataFrame({
-        _LKEY: layer_key, S.RANK: keyed[S.RANK].to_numpy(),
-        _POS: position_in_group(layer_key), S.GROUP: keyed[S.GROUP].astype("object"),
-        S.PATH: keyed[S.PATH].astype("object"), S.STATUS: keyed[S.STATUS],
-        F.CANDIDATES: keyed[F.CANDIDATES], _SIG: sig_of_layer[layer_key],
-    }, index=keyed.index)
+        _LKEY: layer_key, S.RANK: first[S.RANK].to_numpy()[keyed],
+        _POS: position_in_group(layer_key),
+        **{c: pd.Series(v, dtype=object, copy=False) for c, v in col.items()},
+        _SIG: sig_of_layer[layer_key],
+    }, copy=False)
     # answers of complete layers, per (rank, signature, position); conflicting ones dropped
     row_complete = complete[layer_key]
-    done = work[row_complete]
-    if done.empty:
+    if not row_complete.any():
         return first
-    todo = work[~row_complete]
-    for col, values in _answers(work, row_complete).items():
-        todo[col] = values[~row_complete]
-    agrees = (todo[_WANT_GROUP].notna() & _agrees(todo, rules)).to_numpy()
-    lkey = todo[_LKEY].to_numpy()
+    todo = np.flatnonzero(~row_complete)  # positions among the layer rows
+    answers = {c: v[todo] for c, v in _answers(work, row_complete).items()}
+    agrees = pd.notna(answers[_WANT_GROUP]) & _agrees(
+        {c: v[todo] for c, v in col.items()}, answers[_WANT_GROUP], answers[_WANT_PATH],
+        rules)
+    lkey = layer_key[todo]
     refused = np.bincount(lkey, weights=~agrees, minlength=len(complete)) > 0
-    todo = todo[~refused[lkey]]
-    if todo.empty:
+    kept = ~refused[lkey]
+    if not kept.any():
         return first
-    return _apply(first, todo, keyed, layer_key)
+    todo = todo[kept]
+    return _apply(first, keyed[todo], {c: v[kept] for c, v in answers.items()},
+                  col[S.STATUS][todo], col[S.PATH][todo], keyed, layer_key)
+
+
+def _text_codes(values: np.ndarray) -> np.ndarray:
+    """``pd.factorize(values.astype(str), use_na_sentinel=False)[0]``: the text of each
+    distinct value made once, missing values one code of their own, numbered in order of
+    first appearance."""
+    codes, uniques = factorize(values)
+    texts = [str(u) for u in uniques.tolist()]
+    text_of, _ = pd.factorize(np.array([*texts, None], dtype=object))  # None: the missing
+    text_of[-1] = len(texts)  # a code no text has
+    return row_codes(text_of[codes])
 
 
 def _answers(work: pd.DataFrame, complete: np.ndarray) -> dict[str, np.ndarray]:
@@ -124,49 +139,64 @@ def layer_codes(keyed: pd.DataFrame) -> np.ndarray:
     return row_codes(keyed[S.RANK], keyed[F.STEP].fillna(-1), keyed[S.LAYER])
 
 
-def _agrees(todo: pd.DataFrame, rules: RuleSet) -> pd.Series:
-    """Known groups, paths and candidate sets must allow the borrowed answer."""
-    want = todo[_WANT_GROUP]
-    group_ok = (todo[S.STATUS] != Status.ATTRIBUTED) | (todo[S.GROUP] == want)
-    ambiguous = (todo[S.STATUS] == Status.AMBIGUOUS).to_numpy()
-    cands_ok = np.ones(len(todo), dtype=bool)
-    cands_ok[ambiguous] = [not (c and w not in c) for c, w in zip(
-        todo[F.CANDIDATES].to_numpy()[ambiguous], want.to_numpy()[ambiguous], strict=True)]
-    path_ok = todo[S.PATH].isna() | (todo[S.PATH] == todo[_WANT_PATH]) | _same_step(todo, rules)
-    return group_ok & pd.Series(cands_ok, index=todo.index) & path_ok
+def _agrees(todo: dict[str, np.ndarray], want_group: np.ndarray, want_path: np.ndarray,
+            rules: RuleSet) -> np.ndarray:
+    """Known groups, paths and candidate sets must allow the borrowed answer; decided once
+    per distinct (status, group, candidates, path, wanted group, wanted path)."""
+    values = [todo[S.STATUS], todo[S.GROUP], todo[F.CANDIDATES], todo[S.PATH], want_group,
+              want_path]
+    codes = row_codes(*values)
+    reps = firsts.first_rows(codes)
+    table = np.array([_agrees_one(*(v[i] for v in values), rules) for i in reps.tolist()],
+                     dtype=bool)
+    return table[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
-def _same_step(todo: pd.DataFrame, rules: RuleSet) -> pd.Series:
-    """A known path of another variant of the same per-layer step (DeepEP normal in extend
-    steps, low latency in decode steps) corroborates the alignment; it is kept as it is."""
-    mine = pd.Series(per_value(todo[S.PATH], rules.phase_of), index=todo.index, dtype=object)
-    want = pd.Series(per_value(todo[_WANT_PATH], rules.phase_of), index=todo.index,
-                     dtype=object)
-    return mine.notna() & (mine == want) & (mine != S.Phase.OTHER)
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
-def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
+def _equal(a: object, b: object) -> bool:
+    """``==`` of two pandas object columns at one row: missing on either side is False."""
+    return not _missing(a) and not _missing(b) and bool(a == b)
+
+
+def _agrees_one(status: object, group: object, cands: object, path: object,
+                want_group: object, want_path: object, rules: RuleSet) -> bool:
+    """``_agrees`` of one row: the group is open or the wanted one, an ambiguous row's
+    candidates hold it, and the path is open, the wanted one or of the same step."""
+    group_ok = _missing(status) or status != Status.ATTRIBUTED or _equal(group, want_group)
+    cands_ok = not (_equal(status, Status.AMBIGUOUS) and cands and want_group not in cands)
+    mine = rules.phase_of(None if _missing(path) else path)  # type: ignore[arg-type]
+    wanted = rules.phase_of(None if _missing(want_path) else want_path)  # type: ignore[arg-type]
+    same_step = not _missing(mine) and _equal(mine, wanted) and mine != S.Phase.OTHER
+    path_ok = _missing(path) or _equal(path, want_path) or same_step
+    return bool(group_ok and cands_ok and path_ok)
+
+
+def _apply(first: pd.DataFrame, at: np.ndarray, answers: dict[str, np.ndarray],
+           status: np.ndarray, path: np.ndarray, keyed: np.ndarray,
            layer_key: np.ndarray) -> pd.DataFrame:
+    """Write the borrowed answers into the rows of ``first`` at positions ``at`` (their
+    status and path given): the group where the row has none decided, the path where it has
+    none, each with the rule and the note naming the complete layer."""
     out = first.copy(deep=False)  # copy on write: only the columns written are copied
     # the complete layer each borrowing row names, by its first row's step and layer
-    where = todo[_WHERE].to_numpy(dtype=np.int64)
-    first_row = first_rows(layer_key)
-    steps = keyed[F.STEP].fillna(-1).to_numpy()[first_row]
-    layers = keyed[S.LAYER].to_numpy()[first_row]
-    note = pd.Series(per_value(where, lambda k: "same collectives as the complete "
-                               f"step {int(steps[k])} layer {int(layers[k])}"),
-                     index=todo.index, dtype=object)
+    where = answers[_WHERE].astype(np.int64)
+    first_row = keyed[firsts.first_rows(layer_key)]
+    steps = first[F.STEP].fillna(-1).to_numpy()[first_row]
+    layers = first[S.LAYER].to_numpy()[first_row]
+    note_at = per_value(where, lambda k: "same collectives as the complete "
+                        f"step {int(steps[k])} layer {int(layers[k])}")
     # written by position (object arrays), not by label
-    at = first.index.get_indexer(todo.index)
-    note_at = note.to_numpy()
-    grp = (todo[S.STATUS] != Status.ATTRIBUTED).to_numpy()
-    pth = todo[S.PATH].isna().to_numpy()
+    grp = np.asarray(status != Status.ATTRIBUTED, dtype=bool)  # missing ones too
+    pth = pd.isna(path)
     written = {
-        S.GROUP: (grp, todo[_WANT_GROUP].to_numpy(dtype=object)[grp]),
+        S.GROUP: (grp, answers[_WANT_GROUP][grp]),
         S.STATUS: (grp, Status.ATTRIBUTED),
         F.GROUP_RULE: (grp, "layer.signature"),
         F.GROUP_REASON: (grp, None),  # below: the prior reason noted
-        S.PATH: (pth, todo[_WANT_PATH].to_numpy(dtype=object)[pth]),
+        S.PATH: (pth, answers[_WANT_PATH][pth]),
         F.PATH_RULE: (pth, "layer.signature"),
         F.PATH_REASON: (pth, note_at[pth]),
     }
@@ -175,7 +205,7 @@ def _apply(first: pd.DataFrame, todo: pd.DataFrame, keyed: pd.DataFrame,
         if col == F.GROUP_REASON:
             values = _noted(column[at[rows]], note_at[rows])
         column[at[rows]] = values
-        out[col] = pd.Series(column, index=out.index, dtype=object)
+        out[col] = pd.Series(column, index=out.index, dtype=object, copy=False)
     return out
 
 
@@ -183,7 +213,7 @@ def _noted(prior: np.ndarray, note: np.ndarray) -> np.ndarray:
     """``prior + "; " + note`` (``note`` alone where there is no prior reason), built once
     per distinct (prior, note) pair: the rows share its string."""
     codes = row_codes(prior, note)
-    at = first_rows(codes)
+    at = firsts.first_rows(codes)
     table = np.empty(len(at), dtype=object)
     for i, (p, n) in enumerate(zip(prior[at].tolist(), note[at].tolist(), strict=True)):
         table[i] = ("" if pd.isna(p) else p + "; ") + n
