@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.measure.textmask import text_mask
 from tracekit.model import Run
 from tracekit.schema import Kind
 
@@ -50,30 +51,6 @@ def rank_spans(events: pa.Table) -> pa.Table:
     return out.sort_by([(S.RANK, "ascending")])
 
 
-def _text_mask(column: pa.ChunkedArray, keep: pa.Array | None = None,
-               prefix: str | None = None) -> np.ndarray:
-    """Per row, whether a text column's value is in ``keep`` (or starts with ``prefix``);
-    null: false. A dictionary column is tested once per dictionary entry and the rows read
-    the answer by their index: no string per row."""
-    def test(values: pa.Array) -> pa.Array:
-        hit = pc.is_in(values, keep) if keep is not None else pc.starts_with(values, prefix)
-        return pc.fill_null(hit, False)
-
-    parts = []
-    for chunk in column.chunks:
-        if pa.types.is_dictionary(chunk.type):
-            by_entry = np.append(np.asarray(test(chunk.dictionary).to_numpy(
-                zero_copy_only=False), dtype=bool), False)
-            idx = chunk.indices.to_numpy(zero_copy_only=False)
-            if chunk.null_count:
-                idx = np.where(np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False),
-                                          dtype=bool), idx, len(by_entry) - 1)
-            parts.append(by_entry[np.asarray(idx, dtype=np.int64)])
-        else:
-            parts.append(np.asarray(test(chunk).to_numpy(zero_copy_only=False), dtype=bool))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
-
-
 def _class_codes(events: pa.Table) -> tuple[np.ndarray, list[str]]:
     """Per row, an index into the returned distinct kernel classes (-1: a host row or no
     class), from the packaged kernel-class rules (tracekit/rules/data): the one definition
@@ -88,7 +65,7 @@ def _class_codes(events: pa.Table) -> tuple[np.ndarray, list[str]]:
     of_rule = np.array([classes.index(r.cls) if r.cls is not None else -1
                         for r in rules.kernel_classes] + [-1], dtype=np.int64)
     codes = of_rule[np.where(rule < 0, len(of_rule) - 1, rule)]
-    device = _text_mask(events.column(S.KIND), pa.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]))
+    device = text_mask(events.column(S.KIND), [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET])
     return np.where(device, codes, -1), classes
 
 
@@ -122,9 +99,9 @@ def _instance_mask(events: pa.Table) -> np.ndarray:
     without any, a ``gloo:*`` title with an op."""
     has_op = np.asarray(pc.is_valid(events.column(S.OP)).to_numpy(zero_copy_only=False),
                         dtype=bool) if events.num_rows else np.zeros(0, dtype=bool)
-    kernel = has_op & _text_mask(events.column(S.KIND), pa.array([Kind.KERNEL]))
+    kernel = has_op & text_mask(events.column(S.KIND), [Kind.KERNEL])
     rank = np.asarray(events.column(S.RANK).to_numpy(), dtype=np.int64)
-    gloo = has_op & _text_mask(events.column(S.NAME), prefix=GLOO_PREFIX)
+    gloo = has_op & text_mask(events.column(S.NAME), prefix=GLOO_PREFIX)
     return kernel | (gloo & ~np.isin(rank, np.unique(rank[kernel])))
 
 
