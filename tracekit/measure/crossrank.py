@@ -420,8 +420,12 @@ def _instance_ids(out: pd.DataFrame) -> np.ndarray:
         members[unknown] = ["?r" + str(r) for r in rank[unknown]]
     m_code = pd.factorize(members)[0].astype(np.int64)
     ordinal = pd.Series(m_code).groupby([rank, m_code], sort=False).cumcount().to_numpy()
-    raw_op = out[schema.OP].astype(object)
-    f_code = pd.factorize(raw_op.map(OP_FAMILY).fillna(raw_op).fillna("?"))[0].astype(np.int64)
+    # each distinct op mapped to its family once, not a dictionary look-up per row
+    op_code, ops = pd.factorize(out[schema.OP].astype(object))
+    family = np.empty(len(ops) + 1, dtype=object)
+    family[:-1] = [OP_FAMILY.get(op, op) for op in ops]
+    family[-1] = "?"  # no op (code -1)
+    f_code = pd.factorize(family[op_code])[0].astype(np.int64)
     seq = pd.factorize(out[schema.SEQ].astype("Int64"))[0].astype(np.int64)  # NA: -1
     cid = pd.factorize(out[schema.COMMS_ID].astype("UInt64"))[0].astype(np.int64)
     by_id, by_seq = cid >= 0, seq >= 0
