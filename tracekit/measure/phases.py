@@ -155,12 +155,13 @@ def exposed_by_key(tl: Timeline, inv: I64, n: int, key_lane: I64) -> I64:
 
     ``inv`` gives the key of every timed row, ``key_lane`` the device lane of every key.
     """
-    return _exposed(tl, inv, tl.start, tl.end, tl.cls, n, key_lane)
+    return exposed_of_rows(tl, inv, tl.start, tl.end, tl.cls, n, key_lane)
 
 
-def _exposed(tl: Timeline, inv: I64, start: I64, end: I64, cls: npt.NDArray[np.int8], n: int,
-             key_lane: I64) -> I64:
-    """exposed_by_key of the timed rows given as (key, start, end, class) in any order."""
+def exposed_of_rows(tl: Timeline, inv: I64, start: I64, end: I64, cls: npt.NDArray[np.int8],
+                    n: int, key_lane: I64) -> I64:
+    """exposed_by_key of the timed rows given as (key, start, end, class) in any order (with
+    the rows grouped by key, no union sorts its own)."""
     comm = cls == COMM
     if not comm.any():
         return np.zeros(n, dtype=np.int64)
@@ -203,7 +204,7 @@ def time_classes(tl: Timeline) -> pa.Table:
         np.maximum.at(last, inv, end)
         span = np.where(busy > 0, last - first, 0)
         lane = s_keys[:, 0] if level == 0 else d_keys
-        exposed = _exposed(tl, inv, start, end, cls, n, lane)
+        exposed = exposed_of_rows(tl, inv, start, end, cls, n, lane)
         values = {
             schema.RANK: tl.lane_rank[lane], schema.PID: tl.lane_pid[lane],
             schema.TID: s_keys[:, 1] if level == 0 else np.full(n, -1, dtype=np.int64),
