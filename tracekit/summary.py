@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema as S
+from tracekit.measure.textmask import text_mask
 from tracekit.model import Run
 from tracekit.schema import Kind
 
@@ -64,11 +65,8 @@ def _class_codes(events: pa.Table) -> tuple[np.ndarray, list[str]]:
     of_rule = np.array([classes.index(r.cls) if r.cls is not None else -1
                         for r in rules.kernel_classes] + [-1], dtype=np.int64)
     codes = of_rule[np.where(rule < 0, len(of_rule) - 1, rule)]
-    device = pc.is_in(events.column(S.KIND).cast(pa.string()),
-                      pa.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]))
-    device_np = np.asarray(device.to_numpy(zero_copy_only=False), dtype=bool) \
-        if events.num_rows else np.zeros(0, dtype=bool)
-    return np.where(device_np, codes, -1), classes
+    device = text_mask(events.column(S.KIND), [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET])
+    return np.where(device, codes, -1), classes
 
 
 def kernel_classes(events: pa.Table) -> pa.Array:
@@ -96,31 +94,52 @@ def kernel_time(events: pa.Table) -> pa.Table:
     return out.sort_by([(S.RANK, "ascending"), (S.KERNEL_CLASS, "ascending")])
 
 
+def _instance_mask(events: pa.Table) -> np.ndarray:
+    """Per row, whether it carries a collective's time: a device kernel with an op; on ranks
+    without any, a ``gloo:*`` title with an op."""
+    has_op = np.asarray(pc.is_valid(events.column(S.OP)).to_numpy(zero_copy_only=False),
+                        dtype=bool) if events.num_rows else np.zeros(0, dtype=bool)
+    kernel = has_op & text_mask(events.column(S.KIND), [Kind.KERNEL])
+    rank = np.asarray(events.column(S.RANK).to_numpy(), dtype=np.int64)
+    gloo = has_op & text_mask(events.column(S.NAME), prefix=GLOO_PREFIX)
+    return kernel | (gloo & ~np.isin(rank, np.unique(rank[kernel])))
+
+
 def instance_rows(events: pa.Table) -> pa.Table:
     """Rows that carry a collective's time: device kernels with an op; for ranks without
     any, the ``gloo:*`` titles."""
-    kind = events.column(S.KIND).cast(pa.string())
-    has_op = pc.is_valid(events.column(S.OP))
-    kernels = events.filter(pc.and_(pc.equal(kind, Kind.KERNEL), has_op))
-    with_kernels = pc.unique(kernels.column(S.RANK))
-    name = events.column(S.NAME).cast(pa.string())
-    gloo = pc.and_(has_op, pc.starts_with(name, GLOO_PREFIX))
-    gloo = pc.and_(gloo, pc.invert(pc.is_in(events.column(S.RANK), with_kernels)))
-    return pa.concat_tables([kernels, events.filter(gloo)])
+    return events.filter(pa.array(_instance_mask(events)))
+
+
+def _text_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """One int32 code per row (-1: null) into the returned distinct texts of a text column:
+    a dictionary column's chunks unified, not decoded."""
+    if pa.types.is_dictionary(column.type):
+        col = column.unify_dictionaries().combine_chunks() if column.num_chunks \
+            else pa.array([], column.type)
+        encoded = pc.dictionary_encode(col.dictionary)  # distinct texts, even if repeated
+        remap = np.append(np.asarray(encoded.indices.to_numpy(), dtype=np.int32), -1)
+        idx = np.asarray(pc.fill_null(col.indices, -1).to_numpy(), dtype=np.int64)
+        return remap[idx], encoded.dictionary
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    return (np.asarray(pc.fill_null(encoded.indices, -1).to_numpy(), dtype=np.int32),
+            encoded.dictionary)
 
 
 def comm_by_op(events: pa.Table) -> pa.Table:
-    rows = instance_rows(events)
+    keep = pa.array(_instance_mask(events))
+    codes, ops = _text_codes(events.column(S.OP))
+    rows = events.select([S.IN_BYTES, S.OUT_BYTES, S.DUR_NS]).filter(keep)
     size = pc.max_element_wise(rows.column(S.IN_BYTES), rows.column(S.OUT_BYTES))
     t = pa.table({
-        S.OP: rows.column(S.OP).cast(pa.string()),
+        "_op": pa.array(codes).filter(keep),
         S.MSG_BYTES: size,
         S.DUR_NS: rows.column(S.DUR_NS),
     })
-    g = t.group_by([S.OP]).aggregate(
+    g = t.group_by(["_op"]).aggregate(
         [(S.DUR_NS, "count"), (S.MSG_BYTES, "sum"), (S.DUR_NS, "sum")])
     out = pa.table({
-        S.OP: g.column(S.OP),
+        S.OP: ops.cast(pa.string()).take(g.column("_op")),
         S.COUNT: g.column(f"{S.DUR_NS}_count"),
         S.MSG_BYTES: g.column(f"{S.MSG_BYTES}_sum"),
         S.DUR_NS: g.column(f"{S.DUR_NS}_sum"),

@@ -107,10 +107,13 @@ def _eff(b: pd.Series | float, t: pd.Series | float) -> pd.Series | float:
 
 
 def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> pd.DataFrame:
-    g = flags.groupby(_KEY, sort=True)
+    # grouped by the communicator's code among the sorted distinct keys: the strings are
+    # hashed once, not by every groupby below; the keys come back as the index at the end
+    code, keys = flags[_KEY].factorize(sort=True)
+    g = flags.drop(columns=[_KEY]).groupby(code, sort=True)
     out = g[list(_FLAGS)].sum().astype("int64")
     out[schema.EFFICIENCY] = _eff(g[_B].sum(), g[_T].sum())
-    side = df.assign(**{_KEY: flags[_KEY]})
+    side = df.assign(**{_KEY: code})
     gs = side.groupby(_KEY, sort=True)
     label = side.dropna(subset=[schema.GROUP]).groupby([_KEY, schema.GROUP]).size()
     out[schema.GROUP] = (label.sort_values(ascending=False, kind="stable").reset_index()
@@ -124,7 +127,7 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     present: list[int] = []
     missing: list[list[int] | None] = []
     member_lists: list[list[int] | None] = []
-    for key in out.index:  # one step per communicator, not per row
+    for key in out.index:  # one step per communicator, not per row (key: its code)
         text = members.get(key)
         if isinstance(text, str) and text:
             m = np.asarray([int(x) for x in text.split(",")], dtype=np.int64)
@@ -141,6 +144,7 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     out[schema.MEMBERS] = member_lists
     out[schema.RANKS_ABSENT] = (out[schema.GROUP_SIZE] - out[schema.RANKS_PRESENT]).clip(
         lower=0)
+    out.index = keys[out.index.to_numpy()]
     out.loc[out.index == "", [schema.GROUP_SIZE, schema.RANKS_ABSENT]] = np.nan
     out[schema.SCOPE] = Scope.COMMUNICATOR
     # communicators nothing identifies last

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema
+from tracekit.measure.textmask import text_mask
 from tracekit.schema import KernelClass, Op
 
 STRAGGLER_MIN_SHARE = 0.5
@@ -174,21 +175,24 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     split sizes and the gathered output size.
     """
     flag = attributed.column(schema.IS_INSTANCE)
-    cls = _decode(attributed.column(schema.KERNEL_CLASS))
-    comm_like = pc.is_in(cls, pa.array([KernelClass.COMM, KernelClass.FUSED]))
-    on_device = pc.is_valid(attributed.column(schema.DEVICE))
-    fallback = pc.and_(pc.and_(pc.is_null(flag), pc.fill_null(comm_like, False)), on_device)
-    rows = np.flatnonzero(_mask(pc.or_(pc.fill_null(flag, False), fallback)))
+    comm_like = text_mask(attributed.column(schema.KERNEL_CLASS),
+                          [KernelClass.COMM, KernelClass.FUSED])
+    on_device = _mask(pc.is_valid(attributed.column(schema.DEVICE)))
+    fallback = _mask(pc.is_null(flag)) & comm_like & on_device
+    rows = np.flatnonzero(_mask(flag) | fallback)
     notify = _notify_mask(attributed)
-    wrapper = pc.and_(pc.and_(pc.and_(pc.invert(pc.fill_null(flag, True)),
-                                      pc.is_valid(attributed.column(schema.LOGICAL_ID))),
-                              pc.is_valid(attributed.column(schema.OP))), pc.invert(notify))
+    wrapper = ~_mask(pc.fill_null(flag, True)) & _valid(attributed, schema.LOGICAL_ID) & \
+        _valid(attributed, schema.OP) & ~notify
     # select before filter / take: only the columns read here are copied
-    wrappers = attributed.select([schema.RANK, schema.LOGICAL_ID, *_META]).filter(wrapper)
-    inst = attributed.select(list(_COLUMNS)).take(pa.array(rows))
-    # one row per logical collective before anything is decoded or converted
-    keep, end = _merge_logical(inst)
-    df, pg_ranks = _enrich(inst.take(pa.array(keep)), wrappers, _nullable_ints(inst))
+    wrappers = attributed.select([schema.RANK, schema.LOGICAL_ID, *_META]).filter(
+        pa.array(wrapper))
+    # one row per logical collective (from the few columns that say which) before the
+    # other columns are taken, decoded or converted: one take of them, of the kept rows
+    keep, end = _merge_logical(attributed.select(
+        [schema.RANK, schema.TS_NS, schema.DUR_NS, schema.LOGICAL_ID]).take(pa.array(rows)))
+    as_float = _nullable_ints(attributed.select(list(_COLUMNS)), rows)
+    inst = attributed.select(list(_COLUMNS)).take(pa.array(rows[keep]))
+    df, pg_ranks = _enrich(inst, wrappers, as_float)
     df[ROW] = rows[keep]
     # joined in Arrow from the merged lists, not from the frame's Python objects
     members = pg_ranks.cast(pa.list_(pa.int64())).cast(pa.list_(pa.string()))
@@ -197,24 +201,28 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     df[END] = end
     df[schema.DUR_NS] = end - df[schema.TS_NS].to_numpy(dtype=np.int64)
     return _with_notify(df, attributed.select(
-        [schema.RANK, schema.LOGICAL_ID, schema.DUR_NS]).filter(notify))
+        [schema.RANK, schema.LOGICAL_ID, schema.DUR_NS]).filter(pa.array(notify)))
 
 
-def _nullable_ints(table: pa.Table) -> list[str]:
-    """Integer columns holding a null: pandas gives them as float64 (also on a subset of the
-    rows that happens to have none, so that a merged frame keeps the whole one's dtypes)."""
+def _valid(table: pa.Table, column: str) -> npt.NDArray[np.bool_]:
+    return _mask(pc.is_valid(table.column(column)))
+
+
+def _nullable_ints(table: pa.Table, rows: np.ndarray) -> list[str]:
+    """Integer columns holding a null on one of ``rows``: pandas gives them as float64 (also
+    on a subset of the rows that happens to have none, so that a merged frame keeps the
+    whole one's dtypes)."""
     return [f.name for f in table.schema
-            if pa.types.is_integer(f.type) and table.column(f.name).null_count]
+            if pa.types.is_integer(f.type) and table.column(f.name).null_count
+            and not _valid(table, f.name)[rows].all()]
 
 
-def _notify_mask(attributed: pa.Table) -> pa.ChunkedArray:
+def _notify_mask(attributed: pa.Table) -> npt.NDArray[np.bool_]:
     """Rows that are the synchronisation part of a collective (kernel_role notify): device
     kernels, not the instance, sharing the logical id of the operation they prepare."""
-    role = _decode(attributed.column(schema.KERNEL_ROLE))
-    return pc.fill_null(pc.and_(pc.and_(pc.equal(role, schema.KernelRole.NOTIFY),
-                                        pc.invert(pc.fill_null(
-                                            attributed.column(schema.IS_INSTANCE), False))),
-                                pc.is_valid(attributed.column(schema.LOGICAL_ID))), False)
+    role = text_mask(attributed.column(schema.KERNEL_ROLE), [schema.KernelRole.NOTIFY])
+    return role & ~_mask(attributed.column(schema.IS_INSTANCE)) & \
+        _valid(attributed, schema.LOGICAL_ID)
 
 
 def _with_notify(df: pd.DataFrame, notify: pa.Table) -> pd.DataFrame:
@@ -412,8 +420,12 @@ def _instance_ids(out: pd.DataFrame) -> np.ndarray:
         members[unknown] = ["?r" + str(r) for r in rank[unknown]]
     m_code = pd.factorize(members)[0].astype(np.int64)
     ordinal = pd.Series(m_code).groupby([rank, m_code], sort=False).cumcount().to_numpy()
-    raw_op = out[schema.OP].astype(object)
-    f_code = pd.factorize(raw_op.map(OP_FAMILY).fillna(raw_op).fillna("?"))[0].astype(np.int64)
+    # each distinct op mapped to its family once, not a dictionary look-up per row
+    op_code, ops = pd.factorize(out[schema.OP].astype(object))
+    family = np.empty(len(ops) + 1, dtype=object)
+    family[:-1] = [OP_FAMILY.get(op, op) for op in ops]
+    family[-1] = "?"  # no op (code -1)
+    f_code = pd.factorize(family[op_code])[0].astype(np.int64)
     seq = pd.factorize(out[schema.SEQ].astype("Int64"))[0].astype(np.int64)  # NA: -1
     cid = pd.factorize(out[schema.COMMS_ID].astype("UInt64"))[0].astype(np.int64)
     by_id, by_seq = cid >= 0, seq >= 0

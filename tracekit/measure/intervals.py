@@ -36,8 +36,10 @@ class Lanes:
 
     def place(self, lane: I64, t: I64) -> I64:
         """Map a time to the shared line, clamped to its lane's stretch."""
-        local = np.clip(t - self.origin[lane], 0, self.width)
-        return local + lane.astype(np.int64) * self.width
+        local = t - self.origin[lane]
+        np.clip(local, 0, self.width, out=local)
+        local += np.asarray(lane, dtype=np.int64) * self.width
+        return local
 
     def unplace(self, lane: I64, placed: I64) -> I64:
         """Inverse of ``place`` for points inside the lane's stretch."""

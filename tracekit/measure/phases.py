@@ -155,11 +155,18 @@ def exposed_by_key(tl: Timeline, inv: I64, n: int, key_lane: I64) -> I64:
 
     ``inv`` gives the key of every timed row, ``key_lane`` the device lane of every key.
     """
-    comm = tl.cls == COMM
+    return exposed_of_rows(tl, inv, tl.start, tl.end, tl.cls, n, key_lane)
+
+
+def exposed_of_rows(tl: Timeline, inv: I64, start: I64, end: I64, cls: npt.NDArray[np.int8],
+                    n: int, key_lane: I64) -> I64:
+    """exposed_by_key of the timed rows given as (key, start, end, class) in any order (with
+    the rows grouped by key, no union sorts its own)."""
+    comm = cls == COMM
     if not comm.any():
         return np.zeros(n, dtype=np.int64)
-    key_lanes = Lanes.build(inv, tl.start, tl.end, n)
-    k, s, e = inv[comm], tl.start[comm], tl.end[comm]
+    key_lanes = Lanes.build(inv, start, end, n)
+    k, s, e = inv[comm], start[comm], end[comm]
     order = by_key(k, n)
     if order is not None:
         k, s, e = k[order], s[order], e[order]
@@ -180,18 +187,24 @@ def time_classes(tl: Timeline) -> pa.Table:
     s_keys, s_inv = _per_key(np.stack([tl.lane, tl.tid], axis=1))
     d_keys = np.arange(tl.n_lanes, dtype=np.int64)
     for level, (inv, n) in enumerate(((s_inv, len(s_keys)), (tl.lane, tl.n_lanes))):
+        # the rows grouped by key once (a stable sort: each key's rows stay in start
+        # order), so that no union below sorts its own subset again
+        order = by_key(inv, n)
+        start, end, cls = tl.start, tl.end, tl.cls
+        if order is not None:
+            inv, start, end, cls = inv[order], start[order], end[order], cls[order]
         per_class = []
         for code in range(len(CLASSES)):
-            m = tl.cls == code
-            per_class.append(union_length(inv[m], tl.start[m], tl.end[m], n))
-        busy = union_length(inv, tl.start, tl.end, n)
+            m = cls == code
+            per_class.append(union_length(inv[m], start[m], end[m], n))
+        busy = union_length(inv, start, end, n)
         first = np.full(n, np.iinfo(np.int64).max)
         last = np.full(n, np.iinfo(np.int64).min)
-        np.minimum.at(first, inv, tl.start)
-        np.maximum.at(last, inv, tl.end)
+        np.minimum.at(first, inv, start)
+        np.maximum.at(last, inv, end)
         span = np.where(busy > 0, last - first, 0)
         lane = s_keys[:, 0] if level == 0 else d_keys
-        exposed = exposed_by_key(tl, inv, n, lane)
+        exposed = exposed_of_rows(tl, inv, start, end, cls, n, lane)
         values = {
             schema.RANK: tl.lane_rank[lane], schema.PID: tl.lane_pid[lane],
             schema.TID: s_keys[:, 1] if level == 0 else np.full(n, -1, dtype=np.int64),

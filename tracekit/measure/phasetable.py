@@ -18,12 +18,12 @@ import pyarrow.compute as pc
 
 from tracekit import schema
 from tracekit.measure.crossrank import frame
-from tracekit.measure.intervals import group_rows, union_length
+from tracekit.measure.intervals import by_key, group_rows, union_length
 from tracekit.measure.phases import (
     CLASS_COLUMNS,
     CLASSES,
     Timeline,
-    exposed_by_key,
+    exposed_of_rows,
     value_codes,
 )
 from tracekit.schema import Phase
@@ -59,10 +59,16 @@ def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int
         schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
         schema.LAYER: keys[:, 2],
     }
+    # the rows grouped by key once (stable: start order within a key), so that no union
+    # below sorts its subset again
+    order = by_key(inv, n)
+    start, end, cls = tl.start, tl.end, tl.cls
+    if order is not None:
+        inv, start, end, cls = inv[order], start[order], end[order], cls[order]
     for code, col in enumerate(CLASS_COLUMNS):
-        m = tl.cls == code
-        data[col] = union_length(inv[m], tl.start[m], tl.end[m], n)
-    data[schema.EXPOSED_NS] = exposed_by_key(tl, inv, n, keys[:, 0])
+        m = cls == code
+        data[col] = union_length(inv[m], start[m], end[m], n)
+    data[schema.EXPOSED_NS] = exposed_of_rows(tl, inv, start, end, cls, n, keys[:, 0])
     frame = pd.DataFrame(data)
     return frame.groupby([schema.RANK, schema.PHASE, schema.LAYER], as_index=False).sum()
 
