@@ -116,6 +116,35 @@ def to_frame(table: pa.Table | None, columns: tuple[str, ...] | list[str] = ()) 
     return df[list(columns)] if columns else df
 
 
+def codes(table: pa.Table, column: str, categories: tuple[str, ...] | list[str],
+          null: int = -1) -> np.ndarray:
+    """Per row of ``table``, the index of its ``column`` value in ``categories`` (int64):
+    ``null`` where the value is null (or the column is missing), -1 where it is not among
+    them.
+
+    Dictionary columns are mapped through their (small) dictionaries, so no string of the
+    table is decoded."""
+    if column not in table.column_names:
+        return np.full(table.num_rows, null, dtype=np.int64)
+    import pyarrow.compute as pc
+
+    cats = list(categories)
+    out = [np.zeros(0, dtype=np.int64)]
+    for chunk in table.column(column).chunks:
+        if pa.types.is_dictionary(chunk.type):
+            values = chunk.dictionary.to_pylist()
+            lut = np.array([cats.index(v) if v in cats else -1 for v in values] + [null],
+                           dtype=np.int64)
+            out.append(lut[chunk.indices.fill_null(len(values)).to_numpy()])
+        elif pa.types.is_null(chunk.type):
+            out.append(np.full(len(chunk), null, dtype=np.int64))
+        else:
+            found = pc.index_in(chunk, value_set=pa.array(cats, chunk.type))
+            found = found.fill_null(-1).to_numpy().astype(np.int64)
+            out.append(np.where(chunk.is_null().to_numpy(zero_copy_only=False), null, found))
+    return np.concatenate(out)
+
+
 def ratio(num: float | None, den: float | None) -> float | None:
     """num / den, or None when the denominator is zero or missing."""
     if den is None or not np.isfinite(den) or den == 0 or num is None or not np.isfinite(num):
