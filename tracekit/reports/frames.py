@@ -116,6 +116,47 @@ def to_frame(table: pa.Table | None, columns: tuple[str, ...] | list[str] = ()) 
     return df[list(columns)] if columns else df
 
 
+def to_frame_where(table: pa.Table | None, keep: np.ndarray,
+                   columns: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    """``to_frame(table, columns)`` of the rows where ``keep``, with the dtypes the whole
+    table's frame has (an integer column with a null anywhere is float, a boolean one with a
+    null holds objects), so that selecting first and converting the selected rows only gives
+    the same frame as converting all rows and selecting them (index aside)."""
+    if table is None:
+        return to_frame(None, columns)
+    wanted = [c for c in columns if c in table.column_names]
+    df = to_frame(table.select(wanted).filter(pa.array(keep, pa.bool_())), columns)
+    for c in wanted:
+        col = table.column(c)
+        if not col.null_count:
+            continue
+        if pa.types.is_integer(col.type) and df[c].dtype.kind in "iu":
+            df[c] = df[c].astype(np.float64)
+        elif pa.types.is_boolean(col.type) and df[c].dtype.kind == "b":
+            df[c] = df[c].astype(object)
+    return df
+
+
+def is_true(table: pa.Table | None, column: str) -> np.ndarray:
+    """Per row, whether the boolean ``column`` is true (False where null or missing)."""
+    if table is None:
+        return np.zeros(0, dtype=bool)
+    if column not in table.column_names:
+        return np.zeros(table.num_rows, dtype=bool)
+    return table.column(column).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def is_valid(table: pa.Table | None, column: str) -> np.ndarray:
+    """Per row, whether ``column`` has a value (False everywhere when it is missing)."""
+    import pyarrow.compute as pc
+
+    if table is None:
+        return np.zeros(0, dtype=bool)
+    if column not in table.column_names:
+        return np.zeros(table.num_rows, dtype=bool)
+    return pc.is_valid(table.column(column)).to_numpy(zero_copy_only=False)
+
+
 def codes(table: pa.Table, column: str, categories: tuple[str, ...] | list[str],
           null: int = -1) -> np.ndarray:
     """Per row of ``table``, the index of its ``column`` value in ``categories`` (int64):
@@ -301,20 +342,57 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     return sums.iloc[order][cols].reset_index(drop=True)
 
 
+_RANK_BITS, _EVENT_BITS = 22, 40  # (rank, event_id) packed into one int64 key
+
+
+def _row_keys(table: pa.Table | None) -> np.ndarray | None:
+    """Each row's (rank, event_id) as one int64, or None when one is null or too large to
+    pack."""
+    if table is None or not {s.RANK, s.EVENT_ID} <= set(table.column_names):
+        return None
+    rank, event = table.column(s.RANK), table.column(s.EVENT_ID)
+    if rank.null_count or event.null_count:
+        return None
+    r, e = rank.to_numpy().astype(np.int64), event.to_numpy().astype(np.int64)
+    if len(r) and (min(r.min(), e.min()) < 0 or r.max() >> _RANK_BITS or e.max() >> _EVENT_BITS):
+        return None
+    return (r << _EVENT_BITS) | e
+
+
+def _times_in(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """How many times each of ``keys`` occurs in ``among``."""
+    ordered = np.sort(among)
+    return np.searchsorted(ordered, keys, side="right") - np.searchsorted(ordered, keys)
+
+
+def _instance_statuses(analysis: Analysis) -> pd.Series:
+    """STATUS of each collective instance of ATTRIBUTED; with MEASURED, of those MEASURED
+    holds, once per MEASURED row (as an inner join on rank and event id gives them)."""
+    a = analysis.attributed
+    inst = is_true(a, s.IS_INSTANCE)
+    if not has_rows(analysis.measured):
+        return to_frame_where(a, inst, [s.STATUS])[s.STATUS]
+    left, right = _row_keys(a), _row_keys(analysis.measured)
+    if left is None or right is None:
+        m = to_frame(analysis.measured, [s.RANK, s.EVENT_ID])
+        rows = to_frame_where(a, inst, [s.RANK, s.EVENT_ID, s.STATUS])
+        return rows.merge(m, on=[s.RANK, s.EVENT_ID], how="inner")[s.STATUS]
+    times = np.where(inst, _times_in(left, right), 0)
+    return to_frame_where(a, times > 0, [s.STATUS])[s.STATUS].repeat(times[times > 0])
+
+
 @_once("attributed", "measured")
 def attribution_counts(analysis: Analysis) -> dict[str, int]:
-    """How many collective instances are attributed, ambiguous, unattributed."""
+    """How many collective instances are attributed, ambiguous, unattributed.
+
+    With MEASURED, one count per collective as MEASURED has it (the coverage and phase
+    tables' unit): a collective of several kernels (ReduceScatterV as one reduce per rank)
+    counts once."""
     counts = {status: 0 for status in s.Status.ALL}
     if not has_rows(analysis.attributed):
         return counts
-    a = to_frame(analysis.attributed, [s.RANK, s.EVENT_ID, s.IS_INSTANCE, s.STATUS])
-    inst = a[a[s.IS_INSTANCE].fillna(False).astype(bool)]
-    if has_rows(analysis.measured):
-        # one count per collective as MEASURED has it (the coverage and phase tables' unit):
-        # a collective of several kernels (ReduceScatterV as one reduce per rank) counts once
-        m = to_frame(analysis.measured, [s.RANK, s.EVENT_ID])
-        inst = inst.merge(m, on=[s.RANK, s.EVENT_ID], how="inner")
-    for status, n in inst[s.STATUS].fillna(s.Status.UNATTRIBUTED).value_counts().items():
+    statuses = _instance_statuses(analysis)
+    for status, n in statuses.fillna(s.Status.UNATTRIBUTED).value_counts().items():
         counts[str(status)] = int(n)
     return counts
 
@@ -348,8 +426,8 @@ def comm_events(analysis: Analysis) -> pd.DataFrame:
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)
-    e = to_frame(events, [s.OP, s.PG_DESC, s.KIND, s.IN_BYTES, s.DUR_NS])
-    e = e[e[s.OP].notna() & (e[s.KIND] == s.Kind.KERNEL)]
+    kernel_ops = is_valid(events, s.OP) & (codes(events, s.KIND, (s.Kind.KERNEL,)) == 0)
+    e = to_frame_where(events, kernel_ops, [s.OP, s.PG_DESC, s.IN_BYTES, s.DUR_NS])
     e = e.assign(**{s.PG_DESC: e[s.PG_DESC].fillna(""), s.COUNT: 1})
     sums = e.groupby([s.OP, s.PG_DESC], sort=True)[[s.COUNT, s.IN_BYTES, s.DUR_NS]].sum(
         min_count=1
@@ -366,9 +444,9 @@ def events_overview(analysis: Analysis) -> pd.DataFrame:
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)
-    e = to_frame(events, [s.RANK, s.KIND, s.TS_NS, s.DUR_NS])
+    e = to_frame(events, [s.RANK, s.TS_NS, s.DUR_NS])  # numbers only: no string decoded
     e[END_NS] = e[s.TS_NS] + e[s.DUR_NS]
-    e[KERNELS] = (e[s.KIND] == s.Kind.KERNEL).astype(int)
+    e[KERNELS] = (codes(events, s.KIND, (s.Kind.KERNEL,)) == 0).astype(int)
     g = e.groupby(s.RANK, sort=True)
     out = pd.DataFrame({
         s.COUNT: g[s.TS_NS].size(),
