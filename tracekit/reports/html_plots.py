@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as s
+from tracekit.reports import bokeh_load
 from tracekit.reports import plotframes as pf
 
 WIDTH = 1150
@@ -131,6 +132,7 @@ def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: li
 
 
 def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
+    bokeh_load.load()
     tips = tooltips([
         ("kernel", s.NAME), ("op", s.OP), ("bytes", pf.BYTES_TXT), ("group", s.GROUP),
         ("path", s.PATH), ("efficiency", pf.EFF_TXT), ("wait", pf.WAIT_TXT),
@@ -142,6 +144,7 @@ def occupancy(occ: Any, ranks: list[int]) -> Any:
     """Per rank, stacked busy share of each kernel class per time bin: one data source, the
     colour mapped from the class and the tooltip's share and bin formatted in the browser
     (no text column per rectangle)."""
+    bokeh_load.load()
     from bokeh.models import CategoricalColorMapper, CustomJSHover
 
     from tracekit.reports import plotframes_agg as agg
@@ -161,6 +164,7 @@ def occupancy(occ: Any, ranks: list[int]) -> Any:
 
 def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
     """Per layer (one row each), the phases' parts end to end; a black tick marks the bound."""
+    bokeh_load.load()
     from bokeh.models import HoverTool, Range1d
     from bokeh.plotting import figure
 
@@ -195,6 +199,7 @@ def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
 
 def phase_bars(parts: pd.DataFrame) -> Any:
     """Per phase, its parts stacked (one bar each, in the frame's order), legend on the right."""
+    bokeh_load.load()
     from bokeh.models import HoverTool, Legend, LegendItem
     from bokeh.plotting import figure
 
@@ -258,6 +263,7 @@ def efficiency(groups: pd.DataFrame) -> Any:
 
     Plain bokeh figures (one data source per communicator and op): holoviews spent most of
     the report's plotting time laying out these few markers."""
+    bokeh_load.load()
     from bokeh.layouts import row
     from bokeh.models import HoverTool, Span
 
@@ -308,6 +314,7 @@ def efficiency(groups: pd.DataFrame) -> Any:
 def a2a(data: pf.A2A) -> Any:
     """Left: the C[i][j] heat map (source rank i down, destination j across); right: bytes
     sent and received per rank."""
+    bokeh_load.load()
     from bokeh.layouts import row
     from bokeh.models import ColorBar, HoverTool, LinearColorMapper, Range1d
     from bokeh.palettes import Viridis256
