@@ -258,20 +258,33 @@ def _source(df: pd.DataFrame) -> Any:
     return ColumnDataSource({str(c): df[c].to_numpy() for c in df.columns})
 
 
+XS, YS = "xs", "ys"  # a multi-line source: one list of x and of y per line
+
+
+def _first_rows(keys: pd.Series, names: list[str]) -> list[int]:
+    """Per name, the position of its first row in ``keys`` (a legend item's row)."""
+    values = keys.to_numpy()
+    return [int(np.flatnonzero(values == name)[0]) for name in names]
+
+
 def efficiency(groups: pd.DataFrame) -> Any:
     """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s.
 
-    Plain bokeh figures (one data source per communicator and op): holoviews spent most of
-    the report's plotting time laying out these few markers."""
+    Plain bokeh figures with one data source for the markers of every communicator and op
+    (coloured per row, a legend item per key pointing at one of its rows) and one for the
+    bound curves: the number of bokeh models, which the page's build time follows, does not
+    grow with the number of keys."""
     bokeh_load.load()
     from bokeh.layouts import row
-    from bokeh.models import HoverTool, Span
+    from bokeh.models import HoverTool, Legend, LegendItem, Span
 
     from tracekit.reports import plotframes_agg as agg
 
     keys = sorted(set(groups[pf.KEY]))
     cmap = {k: pf.PALETTE[i % len(pf.PALETTE)] for i, k in enumerate(keys)}
-    df = groups.assign(**{pf.COLOR: groups[pf.KEY].map(cmap)})
+    order = groups[pf.KEY].map({k: i for i, k in enumerate(keys)}).to_numpy()
+    df = groups.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
+    df = df.assign(**{pf.COLOR: df[pf.KEY].map(cmap)})
     xr = _log_range(float(df[s.MSG_BYTES].min()), float(df[s.MSG_BYTES].max()))
     tips = tooltips([("group · op", pf.KEY), ("path", s.PATH), ("message size", pf.BYTES_TXT),
                      ("collective rows", agg.N), ("median efficiency", pf.EFF_TXT),
@@ -284,30 +297,36 @@ def efficiency(groups: pd.DataFrame) -> Any:
                        _formatter(_RATIO_TICKS), xr, eff_range)
     right = _log_figure("achieved (dots) and bound (dashed, diamonds) bandwidth",
                         "algorithm bandwidth S / time", _formatter(_GBPS_TICKS), xr, bw_range)
-    hover_left, hover_right = [], []
-    for key in keys:
-        color = cmap[key]
-        src = _source(df[df[pf.KEY] == key])
-        left.segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX,
-                     source=src, line_color=color, line_width=2, line_alpha=0.6)
-        hover_left.append(left.scatter(x=s.MSG_BYTES, y=agg.EFF_MED, source=src, color=color,
-                                       size=9, legend_label=key))
-        right.segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX,
-                      source=src, line_color=color, line_width=2, line_alpha=0.6)
-        hover_right.append(right.scatter(x=s.MSG_BYTES, y=agg.BW_MED, source=src, color=color,
-                                         size=9, legend_label=f"{key} achieved"))
-        k = df[df[pf.KEY] == key]
-        bound = _source(k.groupby(s.MSG_BYTES, sort=True)[pf.BOUND_GBPS].median().reset_index())
-        right.line(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=bound, line_color=color,
-                   line_dash="dashed", line_width=2, legend_label=f"{key} bound")
-        right.scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=bound, marker="diamond", size=12,
-                      line_color=color, fill_alpha=0)
+    src = _source(df)
+    left.segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX, source=src,
+                 line_color=pf.COLOR, line_width=2, line_alpha=0.6)
+    medians = left.scatter(x=s.MSG_BYTES, y=agg.EFF_MED, source=src, color=pf.COLOR, size=9)
+    right.segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX, source=src,
+                  line_color=pf.COLOR, line_width=2, line_alpha=0.6)
+    achieved = right.scatter(x=s.MSG_BYTES, y=agg.BW_MED, source=src, color=pf.COLOR, size=9)
+    bound = (df.groupby([pf.KEY, s.MSG_BYTES], sort=True)[pf.BOUND_GBPS].median()
+             .reset_index())
+    bound = bound.assign(**{pf.COLOR: bound[pf.KEY].map(cmap)})
+    by_key = bound.groupby(pf.KEY, sort=True)
+    curves = right.multi_line(xs=XS, ys=YS, source=_source(pd.DataFrame({
+        XS: [g[s.MSG_BYTES].to_numpy() for _, g in by_key],
+        YS: [g[pf.BOUND_GBPS].to_numpy() for _, g in by_key],
+        pf.COLOR: [cmap[k] for k, _ in by_key]})),
+        line_color=pf.COLOR, line_dash="dashed", line_width=2)
+    right.scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=_source(bound), marker="diamond",
+                  size=12, line_color=pf.COLOR, fill_alpha=0)
+    first = _first_rows(df[pf.KEY], keys)
+    left.add_layout(Legend(location="bottom_right", items=[
+        LegendItem(label=k, renderers=[medians], index=i) for k, i in zip(keys, first,
+                                                                          strict=True)]))
+    right.add_layout(Legend(location="bottom_right", items=[
+        item for n, (k, i) in enumerate(zip(keys, first, strict=True))
+        for item in (LegendItem(label=f"{k} achieved", renderers=[achieved], index=i),
+                     LegendItem(label=f"{k} bound", renderers=[curves], index=n))]))
     left.add_layout(Span(location=1.0, dimension="width", line_color="#444444",
                          line_dash="dashed", line_width=1.5))
-    left.add_tools(HoverTool(renderers=hover_left, tooltips=tips))
-    right.add_tools(HoverTool(renderers=hover_right, tooltips=tips))
-    for fig in (left, right):
-        fig.legend.location = "bottom_right"
+    left.add_tools(HoverTool(renderers=[medians], tooltips=tips))
+    right.add_tools(HoverTool(renderers=[achieved], tooltips=tips))
     return row(_lean(left), _lean(right), name=root_name("efficiency"))
 
 
