@@ -48,7 +48,7 @@ PATH_SUMS = (s.COUNT, s.MSG_BYTES, s.DUR_NS, s.TRANSFER_NS, s.WAIT_NS, s.NOTIFY_
 PATH_KEYS = (s.PHASE, s.PATH, s.GROUP, s.OP)
 
 
-_SHARED: ContextVar[dict[tuple[object, ...], tuple[tuple[object, ...], Any]] | None] = \
+_SHARED: ContextVar[dict[tuple[object, ...], tuple[Any, Any]] | None] = \
     ContextVar("tracekit_report_frames", default=None)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -99,10 +99,34 @@ def to_frame(table: pa.Table | None, columns: tuple[str, ...] | list[str] = ()) 
     """A pandas frame of ``table`` with dictionaries decoded to plain strings.
 
     Columns of ``columns`` missing from the table come back as all-null columns, so callers can
-    select them unconditionally.
+    select them unconditionally. Inside ``shared()`` each column of a table is decoded once
+    (MEASURED's path, group and op strings are read by a dozen frames of the reports); each
+    call gets its own frame.
     """
     if table is None:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    memo = _SHARED.get()
+    wanted = [c for c in columns if c in table.column_names]
+    if memo is None or not wanted or len(set(columns)) != len(columns):
+        return _decoded(table, columns)
+    entry = memo.setdefault((_COLUMNS, id(table)), (table, {}))  # the table kept: its id too
+    cache: dict[str, pd.Series] = entry[1]
+    todo = [c for c in wanted if c not in cache]
+    if todo:
+        fresh = _decoded(table, todo)
+        cache.update({c: fresh[c] for c in todo})
+    rows = table.num_rows
+    data = {c: cache[c] if c in cache else pd.Series([None] * rows, dtype=object)
+            for c in columns}
+    return pd.DataFrame(data, copy=not _COPY_ON_WRITE)
+
+
+_COLUMNS = "to_frame: decoded columns"  # key of a table's decoded columns in shared()'s memo
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3  # frames share columns safely
+
+
+def _decoded(table: pa.Table, columns: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
+    """``to_frame`` without the shared columns."""
     wanted = [c for c in columns if c in table.column_names] if columns else table.column_names
     sub = table.select(wanted)
     arrays = [
@@ -125,7 +149,7 @@ def to_frame_where(table: pa.Table | None, keep: np.ndarray,
     if table is None:
         return to_frame(None, columns)
     wanted = [c for c in columns if c in table.column_names]
-    df = to_frame(table.select(wanted).filter(pa.array(keep, pa.bool_())), columns)
+    df = _decoded(table.select(wanted).filter(pa.array(keep, pa.bool_())), columns)
     for c in wanted:
         col = table.column(c)
         if not col.null_count:
