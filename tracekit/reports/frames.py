@@ -386,7 +386,12 @@ def _row_keys(table: pa.Table | None) -> np.ndarray | None:
 def _times_in(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
     """How many times each of ``keys`` occurs in ``among``."""
     ordered = np.sort(among)
-    return np.searchsorted(ordered, keys, side="right") - np.searchsorted(ordered, keys)
+    if not len(ordered):
+        return np.zeros(len(keys), dtype=np.int64)
+    first = np.searchsorted(ordered, keys)
+    if (ordered[1:] != ordered[:-1]).all():  # each at most once: found or not
+        return (ordered[np.minimum(first, len(ordered) - 1)] == keys).astype(np.int64)
+    return np.searchsorted(ordered, keys, side="right") - first
 
 
 def _instance_statuses(analysis: Analysis) -> pd.Series:
@@ -401,7 +406,8 @@ def _instance_statuses(analysis: Analysis) -> pd.Series:
         m = to_frame(analysis.measured, [s.RANK, s.EVENT_ID])
         rows = to_frame_where(a, inst, [s.RANK, s.EVENT_ID, s.STATUS])
         return rows.merge(m, on=[s.RANK, s.EVENT_ID], how="inner")[s.STATUS]
-    times = np.where(inst, _times_in(left, right), 0)
+    times = np.zeros(len(left), dtype=np.int64)
+    times[inst] = _times_in(left[inst], right)
     return to_frame_where(a, times > 0, [s.STATUS])[s.STATUS].repeat(times[times > 0])
 
 
