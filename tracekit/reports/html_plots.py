@@ -140,26 +140,36 @@ def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
     return _quads(sampled.frame, tips, max(260, min(1400, 22 * len(ranks) + 80)), ranks, 0.5)
 
 
+_CLASS_NAME = "return names[value] ?? String(value);"  # a class code's name (fixed names)
+
+
 def occupancy(occ: Any, ranks: list[int]) -> Any:
     """Per rank, stacked busy share of each kernel class per time bin: one data source, the
-    colour mapped from the class and the tooltip's share and bin formatted in the browser
+    class sent as its small-integer code (binary, not a list of strings), its colour mapped
+    from the code and its name, the share and the bin formatted in the browser's tooltip
     (no text column per rectangle)."""
     bokeh_load.load()
-    from bokeh.models import CategoricalColorMapper, CustomJSHover
+    from bokeh.models import CustomJSHover, LinearColorMapper
 
     from tracekit.reports import plotframes_agg as agg
 
     classes = list(agg.CLASS_COLORS)
-    mapper = CategoricalColorMapper(factors=classes, palette=[agg.CLASS_COLORS[c]
-                                                               for c in classes],
-                                    nan_color="#bab0ac")
+    code = pd.Categorical(occ.frame[s.KERNEL_CLASS], categories=classes).codes
+    frame = occ.frame.assign(**{s.KERNEL_CLASS: code.astype(np.int8),
+                                s.RANK: occ.frame[s.RANK].astype(np.int32)})
+    other = agg.CLASS_COLORS[s.KernelClass.OTHER]
+    mapper = LinearColorMapper(palette=[agg.CLASS_COLORS[c] for c in classes], low=-0.5,
+                               high=len(classes) - 0.5, low_color=other, high_color=other,
+                               nan_color=other)
     color = {"field": s.KERNEL_CLASS, "transform": mapper}
     at = CustomJSHover(code=_HOVER_MS)
-    tips = [*tooltips([("rank", s.RANK), ("class", s.KERNEL_CLASS)]),
+    name = CustomJSHover(code=_CLASS_NAME, args={"names": classes})
+    tips = [*tooltips([("rank", s.RANK)]), ("class", f"@{{{s.KERNEL_CLASS}}}{{custom}}"),
             ("busy", f"@{{{agg.SHARE}}}{{0%}}"), ("from", f"@{{{pf.X0}}}{{custom}}"),
             ("to", f"@{{{pf.X1}}}{{custom}}")]
-    return _quads(occ.frame, tips, max(260, min(1400, 26 * len(ranks) + 80)), ranks, 0.6,
-                  color=color, formatters={f"@{{{pf.X0}}}": at, f"@{{{pf.X1}}}": at})
+    return _quads(frame, tips, max(260, min(1400, 26 * len(ranks) + 80)), ranks, 0.6,
+                  color=color, formatters={f"@{{{pf.X0}}}": at, f"@{{{pf.X1}}}": at,
+                                           f"@{{{s.KERNEL_CLASS}}}": name})
 
 
 def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
