@@ -253,3 +253,21 @@ def test_a_page_without_plots_is_written_without_bokeh(events_only):
     assert _panel_ids(html)[:2] == ["summary", "legend"]
     assert "per_rank" in _panel_ids(html) and 'id="tracekit_per_rank_grid"' in html
     assert "bokeh" not in html.lower()
+
+
+def test_the_page_models_pass_bokeh_validation(analysis, caplog):
+    # GIVEN the plots of a full report (the page is written without bokeh's validation)
+    import logging
+
+    from bokeh.core.validation.check import check_integrity
+    from bokeh.document import Document
+
+    doc = Document()
+    for p in html_report.panels(analysis):
+        for root in p.roots:
+            doc.add_root(root)
+    # WHEN bokeh checks their integrity THEN it finds no error and no warning
+    with caplog.at_level(logging.WARNING, logger="bokeh"):
+        issues = check_integrity(list(doc.models))
+    assert not issues.error and not issues.warning, issues
+    assert not [r for r in caplog.records if r.name.startswith("bokeh")]

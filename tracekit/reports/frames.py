@@ -48,7 +48,7 @@ PATH_SUMS = (s.COUNT, s.MSG_BYTES, s.DUR_NS, s.TRANSFER_NS, s.WAIT_NS, s.NOTIFY_
 PATH_KEYS = (s.PHASE, s.PATH, s.GROUP, s.OP)
 
 
-_SHARED: ContextVar[dict[tuple[object, ...], tuple[tuple[object, ...], Any]] | None] = \
+_SHARED: ContextVar[dict[tuple[object, ...], tuple[Any, Any]] | None] = \
     ContextVar("tracekit_report_frames", default=None)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -99,10 +99,34 @@ def to_frame(table: pa.Table | None, columns: tuple[str, ...] | list[str] = ()) 
     """A pandas frame of ``table`` with dictionaries decoded to plain strings.
 
     Columns of ``columns`` missing from the table come back as all-null columns, so callers can
-    select them unconditionally.
+    select them unconditionally. Inside ``shared()`` each column of a table is decoded once
+    (MEASURED's path, group and op strings are read by a dozen frames of the reports); each
+    call gets its own frame.
     """
     if table is None:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    memo = _SHARED.get()
+    wanted = [c for c in columns if c in table.column_names]
+    if memo is None or not wanted or len(set(columns)) != len(columns):
+        return _decoded(table, columns)
+    entry = memo.setdefault((_COLUMNS, id(table)), (table, {}))  # the table kept: its id too
+    cache: dict[str, pd.Series] = entry[1]
+    todo = [c for c in wanted if c not in cache]
+    if todo:
+        fresh = _decoded(table, todo)
+        cache.update({c: fresh[c] for c in todo})
+    rows = table.num_rows
+    data = {c: cache[c] if c in cache else pd.Series([None] * rows, dtype=object)
+            for c in columns}
+    return pd.DataFrame(data, copy=not _COPY_ON_WRITE)
+
+
+_COLUMNS = "to_frame: decoded columns"  # key of a table's decoded columns in shared()'s memo
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3  # frames share columns safely
+
+
+def _decoded(table: pa.Table, columns: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
+    """``to_frame`` without the shared columns."""
     wanted = [c for c in columns if c in table.column_names] if columns else table.column_names
     sub = table.select(wanted)
     arrays = [
@@ -114,6 +138,76 @@ def to_frame(table: pa.Table | None, columns: tuple[str, ...] | list[str] = ()) 
         if c not in df.columns:
             df[c] = pd.Series([None] * len(df), dtype=object)
     return df[list(columns)] if columns else df
+
+
+def to_frame_where(table: pa.Table | None, keep: np.ndarray,
+                   columns: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    """``to_frame(table, columns)`` of the rows where ``keep``, with the dtypes the whole
+    table's frame has (an integer column with a null anywhere is float, a boolean one with a
+    null holds objects), so that selecting first and converting the selected rows only gives
+    the same frame as converting all rows and selecting them (index aside)."""
+    if table is None:
+        return to_frame(None, columns)
+    wanted = [c for c in columns if c in table.column_names]
+    df = _decoded(table.select(wanted).filter(pa.array(keep, pa.bool_())), columns)
+    for c in wanted:
+        col = table.column(c)
+        if not col.null_count:
+            continue
+        if pa.types.is_integer(col.type) and df[c].dtype.kind in "iu":
+            df[c] = df[c].astype(np.float64)
+        elif pa.types.is_boolean(col.type) and df[c].dtype.kind == "b":
+            df[c] = df[c].astype(object)
+    return df
+
+
+def is_true(table: pa.Table | None, column: str) -> np.ndarray:
+    """Per row, whether the boolean ``column`` is true (False where null or missing)."""
+    if table is None:
+        return np.zeros(0, dtype=bool)
+    if column not in table.column_names:
+        return np.zeros(table.num_rows, dtype=bool)
+    return table.column(column).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def is_valid(table: pa.Table | None, column: str) -> np.ndarray:
+    """Per row, whether ``column`` has a value (False everywhere when it is missing)."""
+    import pyarrow.compute as pc
+
+    if table is None:
+        return np.zeros(0, dtype=bool)
+    if column not in table.column_names:
+        return np.zeros(table.num_rows, dtype=bool)
+    return pc.is_valid(table.column(column)).to_numpy(zero_copy_only=False)
+
+
+def codes(table: pa.Table, column: str, categories: tuple[str, ...] | list[str],
+          null: int = -1) -> np.ndarray:
+    """Per row of ``table``, the index of its ``column`` value in ``categories`` (int64):
+    ``null`` where the value is null (or the column is missing), -1 where it is not among
+    them.
+
+    Dictionary columns are mapped through their (small) dictionaries, so no string of the
+    table is decoded."""
+    if column not in table.column_names:
+        return np.full(table.num_rows, null, dtype=np.int64)
+    import pyarrow.compute as pc
+
+    cats = list(categories)
+    out = [np.zeros(0, dtype=np.int64)]
+    for chunk in table.column(column).chunks:
+        if pa.types.is_dictionary(chunk.type):
+            values = chunk.dictionary.to_pylist()
+            lut = np.array([cats.index(v) if v in cats else -1 for v in values] + [null],
+                           dtype=np.int64)
+            out.append(lut[chunk.indices.fill_null(len(values)).to_numpy()])
+        elif pa.types.is_null(chunk.type):
+            out.append(np.full(len(chunk), null, dtype=np.int64))
+        else:
+            found = pc.index_in(chunk, value_set=pa.array(cats, chunk.type))
+            found = found.fill_null(-1).to_numpy().astype(np.int64)
+            out.append(np.where(chunk.is_null().to_numpy(zero_copy_only=False), null, found))
+    return np.concatenate(out)
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
@@ -272,20 +366,63 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     return sums.iloc[order][cols].reset_index(drop=True)
 
 
+_RANK_BITS, _EVENT_BITS = 22, 40  # (rank, event_id) packed into one int64 key
+
+
+def _row_keys(table: pa.Table | None) -> np.ndarray | None:
+    """Each row's (rank, event_id) as one int64, or None when one is null or too large to
+    pack."""
+    if table is None or not {s.RANK, s.EVENT_ID} <= set(table.column_names):
+        return None
+    rank, event = table.column(s.RANK), table.column(s.EVENT_ID)
+    if rank.null_count or event.null_count:
+        return None
+    r, e = rank.to_numpy().astype(np.int64), event.to_numpy().astype(np.int64)
+    if len(r) and (min(r.min(), e.min()) < 0 or r.max() >> _RANK_BITS or e.max() >> _EVENT_BITS):
+        return None
+    return (r << _EVENT_BITS) | e
+
+
+def _times_in(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """How many times each of ``keys`` occurs in ``among``."""
+    ordered = np.sort(among)
+    if not len(ordered):
+        return np.zeros(len(keys), dtype=np.int64)
+    first = np.searchsorted(ordered, keys)
+    if (ordered[1:] != ordered[:-1]).all():  # each at most once: found or not
+        return (ordered[np.minimum(first, len(ordered) - 1)] == keys).astype(np.int64)
+    return np.searchsorted(ordered, keys, side="right") - first
+
+
+def _instance_statuses(analysis: Analysis) -> pd.Series:
+    """STATUS of each collective instance of ATTRIBUTED; with MEASURED, of those MEASURED
+    holds, once per MEASURED row (as an inner join on rank and event id gives them)."""
+    a = analysis.attributed
+    inst = is_true(a, s.IS_INSTANCE)
+    if not has_rows(analysis.measured):
+        return to_frame_where(a, inst, [s.STATUS])[s.STATUS]
+    left, right = _row_keys(a), _row_keys(analysis.measured)
+    if left is None or right is None:
+        m = to_frame(analysis.measured, [s.RANK, s.EVENT_ID])
+        rows = to_frame_where(a, inst, [s.RANK, s.EVENT_ID, s.STATUS])
+        return rows.merge(m, on=[s.RANK, s.EVENT_ID], how="inner")[s.STATUS]
+    times = np.zeros(len(left), dtype=np.int64)
+    times[inst] = _times_in(left[inst], right)
+    return to_frame_where(a, times > 0, [s.STATUS])[s.STATUS].repeat(times[times > 0])
+
+
 @_once("attributed", "measured")
 def attribution_counts(analysis: Analysis) -> dict[str, int]:
-    """How many collective instances are attributed, ambiguous, unattributed."""
+    """How many collective instances are attributed, ambiguous, unattributed.
+
+    With MEASURED, one count per collective as MEASURED has it (the coverage and phase
+    tables' unit): a collective of several kernels (ReduceScatterV as one reduce per rank)
+    counts once."""
     counts = {status: 0 for status in s.Status.ALL}
     if not has_rows(analysis.attributed):
         return counts
-    a = to_frame(analysis.attributed, [s.RANK, s.EVENT_ID, s.IS_INSTANCE, s.STATUS])
-    inst = a[a[s.IS_INSTANCE].fillna(False).astype(bool)]
-    if has_rows(analysis.measured):
-        # one count per collective as MEASURED has it (the coverage and phase tables' unit):
-        # a collective of several kernels (ReduceScatterV as one reduce per rank) counts once
-        m = to_frame(analysis.measured, [s.RANK, s.EVENT_ID])
-        inst = inst.merge(m, on=[s.RANK, s.EVENT_ID], how="inner")
-    for status, n in inst[s.STATUS].fillna(s.Status.UNATTRIBUTED).value_counts().items():
+    statuses = _instance_statuses(analysis)
+    for status, n in statuses.fillna(s.Status.UNATTRIBUTED).value_counts().items():
         counts[str(status)] = int(n)
     return counts
 
@@ -319,13 +456,68 @@ def comm_events(analysis: Analysis) -> pd.DataFrame:
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)
-    e = to_frame(events, [s.OP, s.PG_DESC, s.KIND, s.IN_BYTES, s.DUR_NS])
-    e = e[e[s.OP].notna() & (e[s.KIND] == s.Kind.KERNEL)]
+    kernel_ops = is_valid(events, s.OP) & (codes(events, s.KIND, (s.Kind.KERNEL,)) == 0)
+    summed = [s.IN_BYTES, s.DUR_NS]
+    if kernel_ops.any() and s.PG_DESC in events.column_names and all(
+            c in events.column_names and pa.types.is_integer(events.schema.field(c).type)
+            for c in summed):
+        fast = _comm_sums(events, kernel_ops)
+        if fast is not None:
+            return fast
+    e = to_frame_where(events, kernel_ops, [s.OP, s.PG_DESC, *summed])
     e = e.assign(**{s.PG_DESC: e[s.PG_DESC].fillna(""), s.COUNT: 1})
     sums = e.groupby([s.OP, s.PG_DESC], sort=True)[[s.COUNT, s.IN_BYTES, s.DUR_NS]].sum(
         min_count=1
     )
     return sums.reset_index()[cols]
+
+
+def _values(table: pa.Table, column: str) -> list[str]:
+    """The distinct non-null values of a string or dictionary column, sorted."""
+    import pyarrow.compute as pc
+
+    out: set[str] = set()
+    for chunk in table.column(column).chunks:
+        if pa.types.is_dictionary(chunk.type):
+            out.update(chunk.dictionary.to_pylist())
+        elif not pa.types.is_null(chunk.type):
+            out.update(pc.unique(chunk).drop_null().to_pylist())
+    return sorted(out)
+
+
+_EXACT = float(2 ** 53)  # integers summed as float64 stay exact below this
+
+
+def _comm_sums(events: pa.Table, keep: np.ndarray) -> pd.DataFrame | None:
+    """``comm_events``' sums over the rows ``keep`` of EVENTS, from the dictionary codes of
+    op and pg_desc (a bincount per (op, pg_desc)): no string of EVENTS is decoded. The
+    dtypes are pandas' (a sum column with a null anywhere in EVENTS is float). None when a
+    sum could leave the range where float64 sums of integers are exact."""
+    import pyarrow.compute as pc
+
+    ops, pgs = _values(events, s.OP), sorted({"", *_values(events, s.PG_DESC)})
+    group = (codes(events, s.OP, ops)[keep] * len(pgs)
+             + codes(events, s.PG_DESC, pgs, null=pgs.index(""))[keep])
+    size = len(ops) * len(pgs)
+    count = np.bincount(group, minlength=size)
+    present = np.flatnonzero(count)
+    out = pd.DataFrame({
+        s.OP: pa.array([ops[i] for i in present // len(pgs)], pa.string()).to_pandas(),
+        s.PG_DESC: pa.array([pgs[i] for i in present % len(pgs)], pa.string()).to_pandas(),
+        s.COUNT: count[present].astype(np.int64)})
+    for c in (s.IN_BYTES, s.DUR_NS):
+        column = events.column(c)
+        values = pc.fill_null(column, 0).to_numpy().astype(np.float64)[keep]
+        if np.abs(values).sum() >= _EXACT:
+            return None
+        sums = np.bincount(group, weights=values, minlength=size)[present]
+        if column.null_count:
+            valid = is_valid(events, c)[keep].astype(np.float64)
+            seen = np.bincount(group, weights=valid, minlength=size)[present] > 0
+            out[c] = np.where(seen, sums, np.nan)
+        else:
+            out[c] = sums.astype(np.int64)
+    return out
 
 
 def events_overview(analysis: Analysis) -> pd.DataFrame:
@@ -337,9 +529,9 @@ def events_overview(analysis: Analysis) -> pd.DataFrame:
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)
-    e = to_frame(events, [s.RANK, s.KIND, s.TS_NS, s.DUR_NS])
+    e = to_frame(events, [s.RANK, s.TS_NS, s.DUR_NS])  # numbers only: no string decoded
     e[END_NS] = e[s.TS_NS] + e[s.DUR_NS]
-    e[KERNELS] = (e[s.KIND] == s.Kind.KERNEL).astype(int)
+    e[KERNELS] = (codes(events, s.KIND, (s.Kind.KERNEL,)) == 0).astype(int)
     g = e.groupby(s.RANK, sort=True)
     out = pd.DataFrame({
         s.COUNT: g[s.TS_NS].size(),

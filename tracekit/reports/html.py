@@ -17,6 +17,9 @@ bokeh inserts as text.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,6 +232,25 @@ def _inline_resources() -> Any:
     return SelfContained(mode="inline")
 
 
+@contextlib.contextmanager
+def _unvalidated() -> Iterator[None]:
+    """bokeh's document validation off while the page is written, unless the user set it.
+
+    Validation walks every model for integrity checks (~15% of writing the page); the
+    report's models are fixed code whose document the tests validate (test_html)."""
+    from bokeh.settings import settings
+
+    setting = settings.perform_document_validation
+    if getattr(setting, "is_set", True) or os.environ.get(setting.env_var or "") is not None:
+        yield
+        return
+    setting.set_value(False)
+    try:
+        yield
+    finally:
+        setting.unset_value()
+
+
 def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIMELINE_MAX,
            **_options: Any) -> str:
     """The report as one HTML document with every script inline."""
@@ -250,14 +272,15 @@ def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIM
     with doc.models.freeze():  # one walk over the models for all roots, not one per root
         for model in (m for p in page for m in p.roots):
             doc.add_root(model)
-    return file_html(
-        doc, resources=_inline_resources(), title=title,
-        template=_template([(p.key, [m.name for m in p.roots]) for p in page]),
-        template_variables={
-            "style": parts.STYLE + html_tables.STYLE, "heading": parts.esc(title),
-            "titles": {p.key: parts.esc(p.title) for p in page},
-            "fragments": {p.key: p.html for p in page},
-            "tables": {p.key: p.table for p in page},
-            "table_script": html_tables.SCRIPT,
-        },
-    )
+    with _unvalidated():
+        return file_html(
+            doc, resources=_inline_resources(), title=title,
+            template=_template([(p.key, [m.name for m in p.roots]) for p in page]),
+            template_variables={
+                "style": parts.STYLE + html_tables.STYLE, "heading": parts.esc(title),
+                "titles": {p.key: parts.esc(p.title) for p in page},
+                "fragments": {p.key: p.html for p in page},
+                "tables": {p.key: p.table for p in page},
+                "table_script": html_tables.SCRIPT,
+            },
+        )

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as s
+from tracekit.reports import bokeh_load
 from tracekit.reports import plotframes as pf
 
 WIDTH = 1150
@@ -131,6 +132,7 @@ def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: li
 
 
 def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
+    bokeh_load.load()
     tips = tooltips([
         ("kernel", s.NAME), ("op", s.OP), ("bytes", pf.BYTES_TXT), ("group", s.GROUP),
         ("path", s.PATH), ("efficiency", pf.EFF_TXT), ("wait", pf.WAIT_TXT),
@@ -138,29 +140,41 @@ def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
     return _quads(sampled.frame, tips, max(260, min(1400, 22 * len(ranks) + 80)), ranks, 0.5)
 
 
+_CLASS_NAME = "return names[value] ?? String(value);"  # a class code's name (fixed names)
+
+
 def occupancy(occ: Any, ranks: list[int]) -> Any:
     """Per rank, stacked busy share of each kernel class per time bin: one data source, the
-    colour mapped from the class and the tooltip's share and bin formatted in the browser
+    class sent as its small-integer code (binary, not a list of strings), its colour mapped
+    from the code and its name, the share and the bin formatted in the browser's tooltip
     (no text column per rectangle)."""
-    from bokeh.models import CategoricalColorMapper, CustomJSHover
+    bokeh_load.load()
+    from bokeh.models import CustomJSHover, LinearColorMapper
 
     from tracekit.reports import plotframes_agg as agg
 
     classes = list(agg.CLASS_COLORS)
-    mapper = CategoricalColorMapper(factors=classes, palette=[agg.CLASS_COLORS[c]
-                                                               for c in classes],
-                                    nan_color="#bab0ac")
+    code = pd.Categorical(occ.frame[s.KERNEL_CLASS], categories=classes).codes
+    frame = occ.frame.assign(**{s.KERNEL_CLASS: code.astype(np.int8),
+                                s.RANK: occ.frame[s.RANK].astype(np.int32)})
+    other = agg.CLASS_COLORS[s.KernelClass.OTHER]
+    mapper = LinearColorMapper(palette=[agg.CLASS_COLORS[c] for c in classes], low=-0.5,
+                               high=len(classes) - 0.5, low_color=other, high_color=other,
+                               nan_color=other)
     color = {"field": s.KERNEL_CLASS, "transform": mapper}
     at = CustomJSHover(code=_HOVER_MS)
-    tips = [*tooltips([("rank", s.RANK), ("class", s.KERNEL_CLASS)]),
+    name = CustomJSHover(code=_CLASS_NAME, args={"names": classes})
+    tips = [*tooltips([("rank", s.RANK)]), ("class", f"@{{{s.KERNEL_CLASS}}}{{custom}}"),
             ("busy", f"@{{{agg.SHARE}}}{{0%}}"), ("from", f"@{{{pf.X0}}}{{custom}}"),
             ("to", f"@{{{pf.X1}}}{{custom}}")]
-    return _quads(occ.frame, tips, max(260, min(1400, 26 * len(ranks) + 80)), ranks, 0.6,
-                  color=color, formatters={f"@{{{pf.X0}}}": at, f"@{{{pf.X1}}}": at})
+    return _quads(frame, tips, max(260, min(1400, 26 * len(ranks) + 80)), ranks, 0.6,
+                  color=color, formatters={f"@{{{pf.X0}}}": at, f"@{{{pf.X1}}}": at,
+                                           f"@{{{s.KERNEL_CLASS}}}": name})
 
 
 def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
     """Per layer (one row each), the phases' parts end to end; a black tick marks the bound."""
+    bokeh_load.load()
     from bokeh.models import HoverTool, Range1d
     from bokeh.plotting import figure
 
@@ -195,6 +209,7 @@ def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
 
 def phase_bars(parts: pd.DataFrame) -> Any:
     """Per phase, its parts stacked (one bar each, in the frame's order), legend on the right."""
+    bokeh_load.load()
     from bokeh.models import HoverTool, Legend, LegendItem
     from bokeh.plotting import figure
 
@@ -253,19 +268,33 @@ def _source(df: pd.DataFrame) -> Any:
     return ColumnDataSource({str(c): df[c].to_numpy() for c in df.columns})
 
 
+XS, YS = "xs", "ys"  # a multi-line source: one list of x and of y per line
+
+
+def _first_rows(keys: pd.Series, names: list[str]) -> list[int]:
+    """Per name, the position of its first row in ``keys`` (a legend item's row)."""
+    values = keys.to_numpy()
+    return [int(np.flatnonzero(values == name)[0]) for name in names]
+
+
 def efficiency(groups: pd.DataFrame) -> Any:
     """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s.
 
-    Plain bokeh figures (one data source per communicator and op): holoviews spent most of
-    the report's plotting time laying out these few markers."""
+    Plain bokeh figures with one data source for the markers of every communicator and op
+    (coloured per row, a legend item per key pointing at one of its rows) and one for the
+    bound curves: the number of bokeh models, which the page's build time follows, does not
+    grow with the number of keys."""
+    bokeh_load.load()
     from bokeh.layouts import row
-    from bokeh.models import HoverTool, Span
+    from bokeh.models import HoverTool, Legend, LegendItem, Span
 
     from tracekit.reports import plotframes_agg as agg
 
     keys = sorted(set(groups[pf.KEY]))
     cmap = {k: pf.PALETTE[i % len(pf.PALETTE)] for i, k in enumerate(keys)}
-    df = groups.assign(**{pf.COLOR: groups[pf.KEY].map(cmap)})
+    order = groups[pf.KEY].map({k: i for i, k in enumerate(keys)}).to_numpy()
+    df = groups.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
+    df = df.assign(**{pf.COLOR: df[pf.KEY].map(cmap)})
     xr = _log_range(float(df[s.MSG_BYTES].min()), float(df[s.MSG_BYTES].max()))
     tips = tooltips([("group · op", pf.KEY), ("path", s.PATH), ("message size", pf.BYTES_TXT),
                      ("collective rows", agg.N), ("median efficiency", pf.EFF_TXT),
@@ -278,36 +307,43 @@ def efficiency(groups: pd.DataFrame) -> Any:
                        _formatter(_RATIO_TICKS), xr, eff_range)
     right = _log_figure("achieved (dots) and bound (dashed, diamonds) bandwidth",
                         "algorithm bandwidth S / time", _formatter(_GBPS_TICKS), xr, bw_range)
-    hover_left, hover_right = [], []
-    for key in keys:
-        color = cmap[key]
-        src = _source(df[df[pf.KEY] == key])
-        left.segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX,
-                     source=src, line_color=color, line_width=2, line_alpha=0.6)
-        hover_left.append(left.scatter(x=s.MSG_BYTES, y=agg.EFF_MED, source=src, color=color,
-                                       size=9, legend_label=key))
-        right.segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX,
-                      source=src, line_color=color, line_width=2, line_alpha=0.6)
-        hover_right.append(right.scatter(x=s.MSG_BYTES, y=agg.BW_MED, source=src, color=color,
-                                         size=9, legend_label=f"{key} achieved"))
-        k = df[df[pf.KEY] == key]
-        bound = _source(k.groupby(s.MSG_BYTES, sort=True)[pf.BOUND_GBPS].median().reset_index())
-        right.line(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=bound, line_color=color,
-                   line_dash="dashed", line_width=2, legend_label=f"{key} bound")
-        right.scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=bound, marker="diamond", size=12,
-                      line_color=color, fill_alpha=0)
+    src = _source(df)
+    left.segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX, source=src,
+                 line_color=pf.COLOR, line_width=2, line_alpha=0.6)
+    medians = left.scatter(x=s.MSG_BYTES, y=agg.EFF_MED, source=src, color=pf.COLOR, size=9)
+    right.segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX, source=src,
+                  line_color=pf.COLOR, line_width=2, line_alpha=0.6)
+    achieved = right.scatter(x=s.MSG_BYTES, y=agg.BW_MED, source=src, color=pf.COLOR, size=9)
+    bound = (df.groupby([pf.KEY, s.MSG_BYTES], sort=True)[pf.BOUND_GBPS].median()
+             .reset_index())
+    bound = bound.assign(**{pf.COLOR: bound[pf.KEY].map(cmap)})
+    by_key = bound.groupby(pf.KEY, sort=True)
+    curves = right.multi_line(xs=XS, ys=YS, source=_source(pd.DataFrame({
+        XS: [g[s.MSG_BYTES].to_numpy() for _, g in by_key],
+        YS: [g[pf.BOUND_GBPS].to_numpy() for _, g in by_key],
+        pf.COLOR: [cmap[k] for k, _ in by_key]})),
+        line_color=pf.COLOR, line_dash="dashed", line_width=2)
+    right.scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=_source(bound), marker="diamond",
+                  size=12, line_color=pf.COLOR, fill_alpha=0)
+    first = _first_rows(df[pf.KEY], keys)
+    left.add_layout(Legend(location="bottom_right", items=[
+        LegendItem(label=k, renderers=[medians], index=i) for k, i in zip(keys, first,
+                                                                          strict=True)]))
+    right.add_layout(Legend(location="bottom_right", items=[
+        item for n, (k, i) in enumerate(zip(keys, first, strict=True))
+        for item in (LegendItem(label=f"{k} achieved", renderers=[achieved], index=i),
+                     LegendItem(label=f"{k} bound", renderers=[curves], index=n))]))
     left.add_layout(Span(location=1.0, dimension="width", line_color="#444444",
                          line_dash="dashed", line_width=1.5))
-    left.add_tools(HoverTool(renderers=hover_left, tooltips=tips))
-    right.add_tools(HoverTool(renderers=hover_right, tooltips=tips))
-    for fig in (left, right):
-        fig.legend.location = "bottom_right"
+    left.add_tools(HoverTool(renderers=[medians], tooltips=tips))
+    right.add_tools(HoverTool(renderers=[achieved], tooltips=tips))
     return row(_lean(left), _lean(right), name=root_name("efficiency"))
 
 
 def a2a(data: pf.A2A) -> Any:
     """Left: the C[i][j] heat map (source rank i down, destination j across); right: bytes
     sent and received per rank."""
+    bokeh_load.load()
     from bokeh.layouts import row
     from bokeh.models import ColorBar, HoverTool, LinearColorMapper, Range1d
     from bokeh.palettes import Viridis256

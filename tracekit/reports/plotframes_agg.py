@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tracekit import schema as s
 from tracekit.model import Analysis
@@ -50,72 +51,91 @@ class Occupancy:
     bin_ms: float
 
 
-def _kernels(analysis: Analysis) -> pd.DataFrame:
-    cols = [s.RANK, s.TS_NS, s.DUR_NS, s.KERNEL_CLASS]
+@dataclass(frozen=True)
+class _Kernels:
+    # the device kernels of a run, one entry each: rank, start and end (ns since the trace
+    # start, float), and the index of the kernel class in s.KernelClass.ALL (-1: another)
+    rank: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    cls: np.ndarray
+
+
+def _kernels(analysis: Analysis) -> _Kernels:
+    """The device kernels (kind kernel, with a duration) of ATTRIBUTED, else of EVENTS; a
+    kernel without a class counts as "other"."""
+    import pyarrow.compute as pc
+
     table = analysis.attributed if frames.has_rows(analysis.attributed) else analysis.run.events
-    df = frames.to_frame(table, [*cols, s.KIND])
-    df = df[(df[s.KIND] == s.Kind.KERNEL) & df[s.DUR_NS].notna()]
-    df[s.KERNEL_CLASS] = df[s.KERNEL_CLASS].fillna(s.KernelClass.OTHER).astype(str)
-    return df[cols]
+    if table is None or not {s.RANK, s.TS_NS, s.DUR_NS, s.KIND} <= set(table.column_names):
+        empty = np.zeros(0)
+        return _Kernels(empty.astype(np.int64), empty, empty, empty.astype(np.int64))
+    keep = frames.codes(table, s.KIND, (s.Kind.KERNEL,)) == 0
+    keep &= pc.is_valid(table.column(s.DUR_NS)).to_numpy(zero_copy_only=False)
+    sub = table.select([s.RANK, s.TS_NS, s.DUR_NS]).filter(pa.array(keep))
+    t0 = pf.trace_start_ns(analysis)
+    start = (sub.column(s.TS_NS).to_numpy().astype(np.int64) - t0).astype(np.float64)
+    other = s.KernelClass.ALL.index(s.KernelClass.OTHER)
+    return _Kernels(sub.column(s.RANK).to_numpy().astype(np.int64), start,
+                    start + sub.column(s.DUR_NS).to_numpy().astype(np.float64),
+                    frames.codes(table, s.KERNEL_CLASS, s.KernelClass.ALL, null=other)[keep])
 
 
-def _busy_before(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Sum over intervals of their time before each edge: F(t) = sum clip(t - start, 0, dur)."""
-    a, b = np.sort(starts), np.sort(ends)
-    ca = np.concatenate([[0.0], np.cumsum(a)])
-    cb = np.concatenate([[0.0], np.cumsum(b)])
-    ia, ib = np.searchsorted(a, edges), np.searchsorted(b, edges)
-    return (ia * edges - ca[ia]) - (ib * edges - cb[ib])
+def _busy_before(group: np.ndarray, n_groups: int, values: np.ndarray,
+                 edges: np.ndarray) -> np.ndarray:
+    """Per group and edge, sum over the group's values v < edge of (edge - v): with the
+    starts minus with the ends, the time the group's intervals were busy before the edge.
+
+    Each value is counted at the first edge above it (a bincount per group), the counts
+    and sums then accumulated along the edges: no sort, one pass over the values."""
+    n = len(edges)
+    flat = group * (n + 1) + np.searchsorted(edges, values, side="right")
+    size = n_groups * (n + 1)
+    count = np.bincount(flat, minlength=size).reshape(n_groups, n + 1)[:, :n]
+    total = np.bincount(flat, weights=values, minlength=size).reshape(n_groups, n + 1)[:, :n]
+    return np.cumsum(count, axis=1) * edges - np.cumsum(total, axis=1)
 
 
 def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
     """Per rank and kernel class, the busy share of each of ``bins`` equal time bins.
 
-    The shares of a bin are stacked in the rank's row (y from rank - 0.4 to rank + 0.4); a
-    bin where streams overlap is scaled so its stack fills the row at most.
+    The shares of a bin are stacked in the rank's row (y from rank - 0.4 to rank + 0.4), the
+    classes in s.KernelClass.ALL order; a bin where streams overlap is scaled so its stack
+    fills the row at most. Computed for every (rank, class) at once: one array of
+    (ranks, classes, bins).
     """
     cached = digest.frame(analysis, digest.OCCUPANCY)
     if cached is not None and bins == OCCUPANCY_BINS:
         meta = analysis.run.extra[digest.OCCUPANCY_META]
         return Occupancy(cached, int(meta.column(digest.KERNELS)[0].as_py()),
                          float(meta.column(digest.BIN_MS)[0].as_py()))
-    df = _kernels(analysis)
+    k = _kernels(analysis)
     empty = pd.DataFrame(columns=[pf.X0, pf.X1, pf.Y0, pf.Y1, s.RANK, s.KERNEL_CLASS, SHARE])
-    if not len(df):
+    if not len(k.rank):
         return Occupancy(empty, 0, 0.0)
-    t0 = pf.trace_start_ns(analysis)
-    start = (df[s.TS_NS] - t0).to_numpy(dtype=np.float64)
-    end = start + df[s.DUR_NS].to_numpy(dtype=np.float64)
-    edges = np.linspace(0.0, float(end.max()) or 1.0, bins + 1)
+    edges = np.linspace(0.0, float(k.end.max()) or 1.0, bins + 1)
     width = edges[1] - edges[0]
-    ranks = df[s.RANK].to_numpy()
-    present = set(df[s.KERNEL_CLASS].unique())
-    classes = [c for c in s.KernelClass.ALL if c in present]
-    codes = pd.Categorical(df[s.KERNEL_CLASS], categories=classes).codes  # compare ints
-    by_class = {c: codes == i for i, c in enumerate(classes)}
-    rows = []
-    for rank in np.unique(ranks):
-        on_rank = ranks == rank
-        shares = []
-        for cls in classes:
-            m = on_rank & by_class[cls]
-            busy = np.diff(_busy_before(start[m], end[m], edges)) if m.any() else np.zeros(bins)
-            shares.append(busy / width)
-        stack = np.vstack(shares)
-        stack = stack / np.maximum(1.0, stack.sum(axis=0))
-        base = np.cumsum(np.vstack([np.zeros(bins), stack[:-1]]), axis=0)
-        for i, cls in enumerate(classes):
-            keep = stack[i] > 1e-4
-            if not keep.any():
-                continue
-            y0 = rank + 0.4 - 0.8 * (base[i][keep] + stack[i][keep])
-            rows.append(pd.DataFrame({
-                pf.X0: edges[:-1][keep] / pf.MS, pf.X1: edges[1:][keep] / pf.MS,
-                pf.Y0: y0, pf.Y1: y0 + 0.8 * stack[i][keep], s.RANK: int(rank),
-                s.KERNEL_CLASS: cls, SHARE: stack[i][keep]}))
-    if not rows:
-        return Occupancy(empty, len(df), width / pf.MS)
-    return Occupancy(pd.concat(rows, ignore_index=True), len(df), width / pf.MS)
+    classes = np.array(s.KernelClass.ALL, dtype=object)
+    rank_values, rank_index = np.unique(k.rank, return_inverse=True)
+    known = k.cls >= 0  # a class outside s.KernelClass.ALL is counted but not drawn
+    group = (rank_index * len(classes) + k.cls)[known]
+    n_groups = len(rank_values) * len(classes)
+    busy = np.diff(_busy_before(group, n_groups, k.start[known], edges)
+                   - _busy_before(group, n_groups, k.end[known], edges), axis=1)
+    stack = (busy / width).reshape(len(rank_values), len(classes), bins)
+    stack = stack / np.maximum(1.0, stack.sum(axis=1, keepdims=True))
+    base = np.concatenate([np.zeros((len(rank_values), 1, bins)),
+                           np.cumsum(stack[:, :-1], axis=1)], axis=1)
+    r, c, b = np.nonzero(stack > 1e-4)  # rank, then class, then bin order
+    if not len(r):
+        return Occupancy(empty, len(k.rank), width / pf.MS)
+    share = stack[r, c, b]
+    rank = rank_values[r].astype(np.int64)
+    y0 = rank + 0.4 - 0.8 * (base[r, c, b] + share)
+    frame = pd.DataFrame({
+        pf.X0: edges[:-1][b] / pf.MS, pf.X1: edges[1:][b] / pf.MS, pf.Y0: y0,
+        pf.Y1: y0 + 0.8 * share, s.RANK: rank, s.KERNEL_CLASS: classes[c], SHARE: share})
+    return Occupancy(frame, len(k.rank), width / pf.MS)
 
 
 WATERFALL_PARTS = (  # (segment, PHASES column): laid end to end within a phase
