@@ -5,9 +5,10 @@
 * ``engine="local"``: a ``multiprocessing`` pool of ``jobs`` processes (default: the cores this
   process may use). One item, ``jobs == 1``, or (without an explicit ``jobs``) items whose
   ``sizes`` add up to less than :data:`INLINE_MAX_BYTES` run inline with no process start-up
-  cost. Workers come from a forkserver and never import the caller's ``__main__`` module, so a
-  plain script without an ``if __name__ == "__main__":`` guard, ``python -c`` and notebooks
-  all work (see :func:`_main_hidden`).
+  cost; with ``threads`` such an inline run uses up to that many threads of this process
+  (:mod:`tracekit.engine.threads`). Workers come from a forkserver and never import the
+  caller's ``__main__`` module, so a plain script without an ``if __name__ == "__main__":``
+  guard, ``python -c`` and notebooks all work (see :func:`_main_hidden`).
 * ``engine="dask"``: a ``distributed.LocalCluster`` with ``jobs`` workers, or an existing cluster
   at ``scheduler`` (``tcp://HOST:PORT``); see :mod:`tracekit.engine.dask`. Dask is imported only
   then.
@@ -32,6 +33,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Generic, TypeVar
 
 from tracekit.engine.calls import Call, default_jobs, progress_bar, unwrap
+from tracekit.engine.threads import map_threads
 from tracekit.errors import ConfigError
 
 T = TypeVar("T")
@@ -61,6 +63,7 @@ def map_per_rank(
     weights: Sequence[int] | None = None,
     sizes: Sequence[int] | None = None,
     preload: Sequence[str] = (),
+    threads: bool = False,
 ) -> list[R]:
     """``[func(x) for x in items]`` on the chosen engine, in input order.
 
@@ -71,6 +74,9 @@ def map_per_rank(
     :data:`INLINE_MAX_BYTES` in all runs inline.
     ``preload``: modules the workers need beyond ``func``'s own (which is always preloaded),
     imported once in the local engine's forkserver (see :func:`_context`).
+    ``threads``: ``func`` is safe to run in several threads at once and mostly runs without
+    the GIL; a local map that runs inline because of its ``sizes`` then runs on
+    ``min(cores, items)`` threads (an explicit ``jobs=1`` still means one).
     """
     items = list(items)
     if engine not in ENGINES:
@@ -87,10 +93,13 @@ def map_per_rank(
             weights=weights,
         )
     n_jobs = min(jobs or default_jobs(), len(items)) if items else 1
+    n_threads = 1
     if jobs is None and sizes is not None and sum(sizes) < INLINE_MAX_BYTES:
-        n_jobs = 1
+        n_jobs, n_threads = 1, n_jobs if threads else 1
     steps = list(weights) if weights is not None else [1] * len(items)
     with progress_bar(sum(steps), label, progress) as advance:
+        if n_threads > 1:
+            return map_threads(func, items, n_threads, lambda i: advance(steps[i]))
         if n_jobs <= 1:
             out: list[R] = []
             for item, step in zip(items, steps, strict=True):

@@ -15,11 +15,13 @@ this package that provides:
   Kineto; for Ascend, with the steps that need every rank: communicator names, members, seq).
 
 The driver owns the rest, once for every format: the ranks are parsed through
-``tracekit.engine.map_per_rank`` (in this process for a small run), each through the cache
-when ``options.cache_dir`` is set; a rank that is bad input stops the load
-(``on_error="stop"``, its one-line error) or is listed in ``Run.skipped`` with the reason
-(``"skip"``); no readable rank, or a rank read twice, is an error. Importing this module is
-cheap: the formats load lazily, and a flat folder of files never imports the Ascend parser.
+``tracekit.engine.map_per_rank`` (in this process for a small run: Kineto ranks on a thread
+per core, as the native reader scans and inflates without the GIL and shares no state
+between files), each through the cache when ``options.cache_dir`` is set; a rank that is
+bad input stops the load (``on_error="stop"``, its one-line error) or is listed in
+``Run.skipped`` with the reason (``"skip"``); no readable rank, or a rank read twice, is an
+error. Importing this module is cheap: the formats load lazily, and a flat folder of files
+never imports the Ascend parser.
 """
 
 from __future__ import annotations
@@ -137,12 +139,13 @@ def _map(items: Sequence[tuple[str, RankInput, str | None]], options: LoadOption
     from tracekit.engine import map_per_rank
 
     # sizes: a small run is parsed in this process unless --jobs asks for workers; preload:
-    # a local pool's forkserver imports the formats and the cache once, not each worker
+    # a local pool's forkserver imports the formats and the cache once, not each worker;
+    # threads: Kineto ranks parsed in this process go two (cores) at a time
     formats = sorted({module for module, _, _ in items})
     return list(map_per_rank(
         parse_rank_item, items, engine=options.engine, jobs=options.jobs,
         scheduler=options.scheduler, progress=options.progress, label="parse", sizes=sizes,
-        preload=[*formats, "tracekit.parsers.cache"]))
+        preload=[*formats, "tracekit.parsers.cache"], threads=formats == [KINETO]))
 
 
 def _apply_policy(path: Path, fmt: ModuleType, results: Sequence[Any],

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import threading
 import warnings
 from functools import cache
 from types import ModuleType
@@ -41,6 +42,7 @@ COMM_STRING, COMM_INT64, COMM_UINT64 = 0, 1, 2
 NULL, INT, FLOAT, STRING = 0, 1, 2, 3
 # tk_acc_info fields
 INFO = ("rows", "events", "flags", "names", "cats", "comm_rows", "comm_strings")
+_LOAD_LOCK = threading.Lock()
 
 # what reading without the extension costs, measured with benchmarks/parse.py --size-mb 200
 # --skip-hta --repeat 3 on 2 cores: 9.6x the CPU time of the load, 10.7-11.8x its wall time,
@@ -94,8 +96,12 @@ def _mismatch(mod: ModuleType) -> str | None:
 
 
 def accumulator() -> ctypes.CDLL | None:
-    """The accumulator library, or None (see the module docstring)."""
-    return _loaded() if enabled() else None
+    """The accumulator library, or None (see the module docstring). Ranks parsed in
+    threads at once load it once (one warning at most)."""
+    if not enabled():
+        return None
+    with _LOAD_LOCK:
+        return _loaded()
 
 
 @cache

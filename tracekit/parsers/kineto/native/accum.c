@@ -23,7 +23,9 @@
 
    The C functions (tk_*) are called through ctypes, which releases the GIL for the call; the
    module itself only exports the key tables, so that Python can check them against its
-   msgspec decoder. */
+   msgspec decoder. They touch no Python object, and the only state they write is the
+   accumulator they are given (the tables they read are constants): several files can be
+   read at once in several threads, one accumulator each. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -350,9 +352,7 @@ done:
 }
 
 TK_API Acc *tk_acc_new(void) {
-    Acc *a = (Acc *)calloc(1, sizeof(Acc));
-    if (!special_ready) init_special();
-    return a;
+    return (Acc *)calloc(1, sizeof(Acc));
 }
 
 TK_API void tk_acc_free(Acc *a) {

@@ -28,13 +28,18 @@ static inline P ws(P p, P e) {
 
 /* p at the opening quote; returns the byte after the closing quote, or NULL.
    *plain: no escapes. Declines control characters, malformed UTF-8 and \u escapes. */
-static uint8_t SPECIAL[256]; /* '"', '\\', control characters and non-ASCII bytes */
-static int special_ready = 0;
-
-static void init_special(void) {
-    for (int c = 0; c < 256; c++) SPECIAL[c] = (c < 0x20 || c >= 0x80 || c == '"' || c == '\\');
-    special_ready = 1;
-}
+/* '"', '\\', control characters and non-ASCII bytes: a constant table, so that readers in
+   several threads share no state that is written (each accumulator owns all it changes) */
+#define TK_R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+static const uint8_t SPECIAL[256] = {
+    TK_R16(1), TK_R16(1),                           /* 0x00-0x1f: control characters */
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x20-0x2f: '"' (0x22) */
+    TK_R16(0), TK_R16(0),                           /* 0x30-0x4f */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, /* 0x50-0x5f: '\\' (0x5c) */
+    TK_R16(0), TK_R16(0),                           /* 0x60-0x7f */
+    TK_R16(1), TK_R16(1), TK_R16(1), TK_R16(1),     /* 0x80-0xff: non-ASCII */
+    TK_R16(1), TK_R16(1), TK_R16(1), TK_R16(1)};
+#undef TK_R16
 
 /* the first special byte in [p, e), or e (SSE2: 16 bytes per step; signed < 0x20 also
    catches the bytes >= 0x80) */
