@@ -345,7 +345,7 @@ ATTRIBUTION_FIELDS = [
        "kernel, the gloo runloop annotation or the HCCL op (not the CPU wrappers around it)"),
     _f(RULE_ID, _DICT, "id of the rule that decided group/path"),
     _f(STATUS, _DICT, "attributed, ambiguous or unattributed (schema.Status)"),
-    _f(REASON, pa.string(), "the evidence chain, candidates listed when ambiguous"),
+    _f(REASON, _DICT, "the evidence chain, candidates listed when ambiguous"),
 ]
 
 ATTRIBUTED = pa.schema(

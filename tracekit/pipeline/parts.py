@@ -32,7 +32,8 @@ from tracekit import schema as S
 
 PARTS = ("events", "comm", "classes", "units", "groups", "info")
 SOURCES = "sources"
-PIPELINE_VERSION = "3"  # 3: the comm part flags the call site instead of holding it
+# 4: ATTRIBUTED.reason is dictionary-encoded; 3: the comm part flags the call site
+PIPELINE_VERSION = "4"
 
 # below this size a part is written plain: compression, statistics and dictionary pages
 # cost more time than the bytes they save (a small rank writes six parts)

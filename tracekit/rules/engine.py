@@ -643,7 +643,8 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
         S.IS_INSTANCE: pa.array(instance),
         S.RULE_ID: rule_id,
         S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n)),
-        S.REASON: _spread(*_joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; "), rows, n),
+        S.REASON: _dictionary(*_at_rows(*_joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; "),
+                                         rows, n)),
     }
     for name, arr in extra.items():
         table = table.append_column(name, arr)
@@ -685,17 +686,6 @@ def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     null[k] = True
     dictionary = pa.array(np.asarray(values, dtype=object)[order], pa.string())
     return pa.DictionaryArray.from_arrays(pa.array(number[codes], mask=null[codes]), dictionary)
-
-
-def _spread(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray, n: int) -> pa.Array:
-    """A string column of ``n`` rows holding ``uniques[codes]`` at ``rows`` (null where the
-    code is -1 or the value None, and outside ``rows``): each distinct value is converted
-    once and taken by code."""
-    index = np.full(n, -1, dtype=np.int32)
-    index[rows] = codes
-    dictionary = pa.array(uniques, pa.string(), from_pandas=True)
-    # a take of the distinct values: what casting the dictionary array gives, at less cost
-    return dictionary.take(pa.array(index, mask=index < 0))
 
 
 def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:
