@@ -71,7 +71,7 @@ from tracekit.rules.signatures import layer_codes, transfer
 from tracekit.rules.stacks import missing_call_sites, with_call_sites
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
-from tracekit.tables import to_frame, to_pandas
+from tracekit.tables import integral, masked, to_frame, to_pandas
 from tracekit.topology import Topology
 
 COMM_CLASSES = (KernelClass.COMM, KernelClass.FUSED)
@@ -638,8 +638,8 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
         S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
         S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n)),
         S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n)),
-        S.LAYER: pa.array(layer, from_pandas=True).cast(pa.int32()),
-        S.LOGICAL_ID: pa.array(logical, from_pandas=True).cast(pa.int64()),
+        S.LAYER: integral(layer, pa.int32()),
+        S.LOGICAL_ID: integral(logical, pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
         S.RULE_ID: rule_id,
         S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n)),
@@ -685,7 +685,8 @@ def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     null = np.zeros(k + 1, dtype=bool)
     null[k] = True
     dictionary = pa.array(np.asarray(values, dtype=object)[order], pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(number[codes], mask=null[codes]), dictionary)
+    return pa.DictionaryArray.from_arrays(masked(number[codes], null[codes], pa.int32()),
+                                          dictionary)
 
 
 def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,38 @@
+"""tracekit.tables' Arrow builders agree with pyarrow's own conversions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tracekit.tables import integral, masked
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 65, 10_000])
+@pytest.mark.parametrize("kind", [pa.int32(), pa.int64(), pa.float64()])
+def test_masked_is_pyarrows_masked_array(n: int, kind: pa.DataType) -> None:
+    rng = np.random.default_rng(n)
+    missing = rng.random(n) < 0.3
+    values = rng.integers(-50, 50, n).astype(kind.to_pandas_dtype())
+    ours = masked(values, missing, kind)
+    ours.validate(full=True)
+    assert ours.type == kind
+    assert ours.equals(pa.array(values, kind, mask=missing))
+    assert ours.null_count == int(missing.sum())
+    assert masked(values, None, kind).equals(pa.array(values, kind))
+
+
+@pytest.mark.parametrize("kind", [pa.int32(), pa.int64()])
+def test_integral_is_the_checked_cast(kind: pa.DataType) -> None:
+    values = np.array([np.nan, 3.0, -2.0, np.nan, 0.0, 7.0, 1e9, np.nan, 5.0])
+    ours = integral(values, kind)
+    ours.validate(full=True)
+    assert ours.equals(pa.array(values, from_pandas=True).cast(kind))
+    assert ours.to_pylist() == [None, 3, -2, None, 0, 7, 1_000_000_000, None, 5]
+    assert integral(np.full(4, np.nan), kind).null_count == 4
+
+
+def test_integral_refuses_a_fraction() -> None:
+    with pytest.raises(ValueError, match="fraction"):
+        integral(np.array([1.0, 2.5, np.nan]), pa.int64())
