@@ -39,6 +39,7 @@ from tracekit.rules.groups import (
 )
 from tracekit.rules.kernels import classify_table, rule_column
 from tracekit.rules.keys import (
+    correlation_ids,
     factorize,
     list_codes,
     missing,
@@ -492,15 +493,10 @@ _ORDER_FACTS = [S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.STEP]
 def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
     """CPU wrappers of device collectives take the order facts of their kernel: the kernel's
     External id is the record_param_comms op's; the other wrappers nest with that op."""
-    units = comm.loc[comm[F.UNIT] & comm[S.EXTERNAL_ID].notna(),
-                     [S.RANK, S.EXTERNAL_ID, *_ORDER_FACTS]]
-    if not units.empty:
-        by_ext = units.drop_duplicates([S.RANK, S.EXTERNAL_ID]).set_index([S.RANK, S.EXTERNAL_ID])
-        need = comm.loc[comm[S.LOGICAL_ID].isna() & comm[S.EXTERNAL_ID].notna(),
-                        [S.RANK, S.EXTERNAL_ID]]
-        keys = pd.MultiIndex.from_frame(need[[S.RANK, S.EXTERNAL_ID]])
-        for col in _ORDER_FACTS:
-            comm.loc[need.index, col] = by_ext[col].reindex(keys).to_numpy()
+    has_ext = comm[S.EXTERNAL_ID].notna().to_numpy()
+    units = np.flatnonzero(comm[F.UNIT].to_numpy(dtype=bool) & has_ext)
+    if units.size:
+        _from_units(comm, units, np.flatnonzero(comm[S.LOGICAL_ID].isna().to_numpy() & has_ext))
     # nesting is found on the thread and time columns alone, on the threads that have a row
     # to fill (rows nest only with rows of their own thread): the wide frame is not copied
     open_rows = comm[S.LOGICAL_ID].isna().to_numpy()
@@ -514,6 +510,30 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
         for col in _ORDER_FACTS:
             _write_at(comm, col, on, filled[col])
     return comm
+
+
+def _from_units(comm: pd.DataFrame, units: np.ndarray, need: np.ndarray) -> None:
+    """The rows at positions ``need`` take the order facts of the first of the unit rows
+    ``units`` with their (rank, External id); missing (NaN) where no unit has it. In
+    positions and codes: the keys are coded once for both sides, no index is built."""
+    if not need.size:
+        return
+    rank = comm[S.RANK].to_numpy()
+    both = np.concatenate([units, need])
+    codes = row_codes([rank[both], correlation_ids(comm[S.EXTERNAL_ID].to_numpy()[both])])
+    unit_codes, need_codes = codes[:units.size], codes[units.size:]
+    distinct, first = np.unique(unit_codes, return_index=True)
+    source = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+    source[distinct] = units[first]  # the first unit row of each key
+    src = source[need_codes]
+    found = src >= 0
+    for col in _ORDER_FACTS:
+        own = comm[col].to_numpy()
+        values = own.copy()
+        taken = own[np.where(found, src, 0)]
+        taken[~found] = np.nan
+        values[need] = taken
+        comm[col] = pd.Series(values, index=comm.index, dtype=values.dtype, copy=False)
 
 
 def _write_at(comm: pd.DataFrame, col: str, at: np.ndarray, values: pd.Series) -> None:
@@ -595,6 +615,7 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
               rules: RuleSet) -> pa.Table:
     n = events.num_rows
     rows = comm[F.ROW].to_numpy()
+    ascending = bool((rows[1:] > rows[:-1]).all())
     kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
     joined, joined_by = _joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+")
     # a row's own group/path rule, else its kernel rule's id
@@ -635,16 +656,18 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     extra = {
         S.KERNEL_CLASS: _dictionary(kernel_rule, classes),
         S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
-        S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
-        S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n)),
-        S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n)),
+        # codes numbered by first appearance over the comm rows: so over the table's rows
+        # where those are in table order
+        S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n), ordered=ascending),
+        S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n), ordered=ascending),
+        S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n), ordered=ascending),
         S.LAYER: integral(layer, pa.int32()),
         S.LOGICAL_ID: integral(logical, pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
         S.RULE_ID: rule_id,
-        S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n)),
+        S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n), ordered=ascending),
         S.REASON: _dictionary(*_at_rows(*_joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; "),
-                                         rows, n)),
+                                         rows, n), ordered=ascending),
     }
     for name, arr in extra.items():
         table = table.append_column(name, arr)
@@ -665,21 +688,32 @@ def _at_rows(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray,
     return index, uniques
 
 
-def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
+def _dictionary(index: np.ndarray, table: np.ndarray, *,
+                ordered: bool = False) -> pa.DictionaryArray:
     """Rows holding ``table[index]`` (null where the index is -1 or the value missing),
     encoded as Arrow's dictionary_encode encodes: distinct values in order of first
     appearance, int32 indices. The order is found over the few distinct values (the first
-    row of each, by a scatter-min), the rows are taken twice through small tables."""
+    row of each, by a scatter-min), the rows are taken twice through small tables.
+
+    ``ordered``: the indices are numbered in order of first appearance (the first row of
+    index i comes before the first row of index i + 1, as ``factorize`` numbers them).
+    The values then appear in the order ``factorize(table)`` numbers them (a value's first
+    row is that of its lowest index): only which of them occur is looked up."""
     value_of, values = factorize(table)
     k = len(values)
     value_of = np.append(value_of, -1)  # index -1: no value
     value_of[value_of < 0] = k  # code k: no value
     codes = value_of[index]
     n = len(index)
-    first = np.full(k + 1, n, dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
-    seen = np.flatnonzero(first[:k] < n)
-    order = seen[np.argsort(first[seen], kind="stable")]  # the values by first appearance
+    if ordered:
+        occurs = np.zeros(k + 1, dtype=bool)
+        occurs[codes] = True
+        order = np.flatnonzero(occurs[:k])
+    else:
+        first = np.full(k + 1, n, dtype=np.int64)
+        np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
+        seen = np.flatnonzero(first[:k] < n)
+        order = seen[np.argsort(first[seen], kind="stable")]  # the values by first appearance
     number = np.zeros(k + 1, dtype=np.int32)  # a null row's index stays 0
     number[order] = np.arange(len(order), dtype=np.int32)
     null = np.zeros(k + 1, dtype=bool)
