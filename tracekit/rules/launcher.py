@@ -60,16 +60,20 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
     r_keys, r_first = np.unique(keys[:runtime.size], return_index=True)
     first[r_keys] = runtime[r_first]
     launch = first[keys[runtime.size:]]
-    facts = [frame[c].to_numpy()[np.where(launch >= 0, launch, 0)] for c in _LAUNCH_FACTS]
-    block = np.result_type(*(f.dtype for f in facts))
-    if (launch < 0).any() or block.kind == "f":
-        # the launch facts went through one float block: the same rounding of large values
-        facts = [f.astype(np.float64) for f in facts]
-        ok = (launch >= 0) & ~np.isnan(facts[0]) & ~np.isnan(facts[1]) & ~np.isnan(facts[2])
+    columns = [frame[c].to_numpy() for c in _LAUNCH_FACTS]
+    ok = launch >= 0
+    if np.result_type(*(c.dtype for c in columns)).kind == "f":
+        facts = [c[np.where(ok, launch, 0)].astype(np.float64) for c in columns]
+        ok &= ~np.isnan(facts[0]) & ~np.isnan(facts[1]) & ~np.isnan(facts[2])
+        l_pid, l_tid, l_ts = (f[ok].astype(np.int64) for f in facts)
     else:
-        ok = launch >= 0
+        # integer facts (no missing one): taken at the found launches alone; where a kernel
+        # has none they went through one float block: the same rounding of large values
+        at = launch[ok]
+        rounded = not ok.all()
+        l_pid, l_tid, l_ts = (c[at].astype(np.float64).astype(np.int64) if rounded
+                              else c[at].astype(np.int64) for c in columns)
     kernel = device[ok]
-    l_pid, l_tid, l_ts = (f[ok].astype(np.int64) for f in facts)
     h_ts = comm[S.TS_NS].to_numpy(dtype=np.int64)[host]
     h_end = h_ts + comm[S.DUR_NS].to_numpy(dtype=np.int64)[host]
     lanes = row_codes([
