@@ -80,13 +80,16 @@ def _classified(names: tuple[np.ndarray, list[str]], kinds: tuple[np.ndarray, li
     matcher = _matcher(rules)
     (name_codes, name_texts), (kind_codes, kind_texts) = names, kinds
     width = max(len(kind_texts), 1)
-    key = name_codes.astype(np.int64) * width + kind_codes
     span = len(name_texts) * width
+    # the narrowest key that holds every pair: each row-sized temporary is memory first
+    # touched, which costs about as much as the arithmetic on it
+    small = np.int32 if span < 2**31 else np.int64
+    key = name_codes.astype(small, copy=False) * small(width) + kind_codes.astype(small, copy=False)
     if span <= 4 * len(key):  # dense: the pairs present marked, no sort
         seen = np.zeros(span, dtype=bool)
         seen[key] = True
         pairs = np.flatnonzero(seen)
-        number = np.cumsum(seen) - 1
+        number = (np.cumsum(seen) - 1).astype(small)
         inverse = number[key]
     else:
         pairs, inverse = np.unique(key, return_inverse=True)
@@ -102,8 +105,10 @@ def _encoded(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     else:
         col = pc.dictionary_encode(one_chunk(column))
     texts = [*("" if v is None else str(v) for v in col.dictionary.to_pylist()), ""]
-    codes = pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.where(codes < 0, len(texts) - 1, codes), texts
+    indices = col.indices  # null: the trailing "" (filled in Arrow: one array, index-sized)
+    if indices.null_count:
+        indices = pc.fill_null(indices, pa.scalar(len(texts) - 1, indices.type))
+    return indices.to_numpy(zero_copy_only=False), texts
 
 
 def _factorized(values: pd.Series) -> tuple[np.ndarray, list[str]]:
