@@ -613,14 +613,18 @@ def _slot_outcome(placed: Placement | None, pos: int,
 
 def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd.DataFrame,
               rules: RuleSet) -> pa.Table:
+    """ATTRIBUTED: EVENTS with the engine's op and call site, and the verdict columns.
+
+    Every row-sized index array is int32 (the tables they index are small): on this kind of
+    machine a fresh row-sized temporary costs about as much as the work on it."""
     n = events.num_rows
     rows = comm[F.ROW].to_numpy()
-    ascending = bool((rows[1:] > rows[:-1]).all())
-    kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
+    kernel_rule = krule.astype(np.int32)
+    kernel_rule[kernel_rule < 0] = len(rules.kernel_classes)  # the tables' trailing None
     joined, joined_by = _joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+")
     # a row's own group/path rule, else its kernel rule's id
     rule_table = np.concatenate([joined_by, [r.id for r in rules.kernel_classes], [None]])
-    rule_index = kernel_rule + len(joined_by)
+    rule_index = kernel_rule + np.int32(len(joined_by))
     rule_index[rows] = np.where(pd.isna(joined_by)[joined], rule_index[rows], joined)
     rule_id = _dictionary(rule_index, rule_table)
     roles = np.array([r.role for r in rules.kernel_classes] + [None], dtype=object)
@@ -631,9 +635,8 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     else:
         given = pc.dictionary_encode(given.combine_chunks())
     op_codes, op_values = _factorized(comm[S.OP])
-    op_index = np.asarray(given.indices.fill_null(-1).to_numpy(zero_copy_only=False),
-                          dtype=np.int64) + len(op_values)
-    op_index[op_index < len(op_values)] = -1
+    shift = len(op_values)  # EVENTS' own codes after the engine's; null: -1
+    op_index = pc.fill_null(given.indices.cast(pa.int32()), -1 - shift).to_numpy() + np.int32(shift)
     op_index[rows] = op_codes
     op = _dictionary(op_index, np.concatenate(
         [op_values, np.asarray(given.dictionary.to_pylist(), dtype=object)]))
@@ -642,10 +645,6 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     phases = np.array([rules.phase_of(p) for p in paths.tolist()] + [None], dtype=object)
     paths = np.append(paths, None)
     path_codes = np.where(path_codes < 0, len(paths) - 1, path_codes)
-    logical = np.full(n, np.nan)
-    logical[rows] = comm[S.LOGICAL_ID].to_numpy(dtype=float)
-    layer = np.full(n, np.nan)
-    layer[rows] = comm[S.LAYER].to_numpy(dtype=float)
     instance = np.zeros(n, dtype=bool)
     instance[rows] = comm[F.INSTANCE].astype(bool).to_numpy()
     table = events.set_column(events.schema.get_field_index(S.OP), S.OP, op)
@@ -656,22 +655,32 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     extra = {
         S.KERNEL_CLASS: _dictionary(kernel_rule, classes),
         S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
-        # codes numbered by first appearance over the comm rows: so over the table's rows
-        # where those are in table order
-        S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n), ordered=ascending),
-        S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n), ordered=ascending),
-        S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n), ordered=ascending),
-        S.LAYER: integral(layer, pa.int32()),
-        S.LOGICAL_ID: integral(logical, pa.int64()),
+        S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
+        S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n)),
+        S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n)),
+        S.LAYER: _integral_at_rows(comm[S.LAYER], rows, n, pa.int32()),
+        S.LOGICAL_ID: _integral_at_rows(comm[S.LOGICAL_ID], rows, n, pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
         S.RULE_ID: rule_id,
-        S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n), ordered=ascending),
+        S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n)),
         S.REASON: _dictionary(*_at_rows(*_joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; "),
-                                         rows, n), ordered=ascending),
+                                         rows, n)),
     }
     for name, arr in extra.items():
         table = table.append_column(name, arr)
     return S.conform(table, S.ATTRIBUTED)
+
+
+def _integral_at_rows(values: pd.Series, rows: np.ndarray, n: int,
+                      kind: pa.DataType) -> pa.Array:
+    """``n`` rows of ``kind``, null but at ``rows``, which hold ``values`` (whole floats,
+    NaN: null), built at the table's width without a float array of it."""
+    part = integral(values.to_numpy(dtype=float), kind)
+    data = np.zeros(n, dtype=kind.to_pandas_dtype())
+    data[rows] = part.fill_null(0).to_numpy()
+    missing = np.ones(n, dtype=bool)
+    missing[rows] = part.is_null().to_numpy(zero_copy_only=False)
+    return masked(data, missing, kind)
 
 
 def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -683,44 +692,32 @@ def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def _at_rows(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray,
              n: int) -> tuple[np.ndarray, np.ndarray]:
     """(code per row of the whole table, -1 outside ``rows``; the values by code)."""
-    index = np.full(n, -1, dtype=np.int64)
+    index = np.full(n, -1, dtype=np.int32)
     index[rows] = codes
     return index, uniques
 
 
-def _dictionary(index: np.ndarray, table: np.ndarray, *,
-                ordered: bool = False) -> pa.DictionaryArray:
+def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
     """Rows holding ``table[index]`` (null where the index is -1 or the value missing),
     encoded as Arrow's dictionary_encode encodes: distinct values in order of first
-    appearance, int32 indices. The order is found over the few distinct values (the first
-    row of each, by a scatter-min), the rows are taken twice through small tables.
-
-    ``ordered``: the indices are numbered in order of first appearance (the first row of
-    index i comes before the first row of index i + 1, as ``factorize`` numbers them).
-    The values then appear in the order ``factorize(table)`` numbers them (a value's first
-    row is that of its lowest index): only which of them occur is looked up."""
+    appearance, int32 indices. The order is read off the index entries in order of first
+    appearance (Arrow's unique: one hash pass over small integers), the rows are taken
+    through small tables with ``np.take`` (fancy indexing would first copy the index to
+    intp: a row-sized temporary)."""
     value_of, values = factorize(table)
     k = len(values)
-    value_of = np.append(value_of, -1)  # index -1: no value
+    value_of = np.append(value_of, -1)  # index -1 (the last entry): no value
     value_of[value_of < 0] = k  # code k: no value
-    codes = value_of[index]
-    n = len(index)
-    if ordered:
-        occurs = np.zeros(k + 1, dtype=bool)
-        occurs[codes] = True
-        order = np.flatnonzero(occurs[:k])
-    else:
-        first = np.full(k + 1, n, dtype=np.int64)
-        np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
-        seen = np.flatnonzero(first[:k] < n)
-        order = seen[np.argsort(first[seen], kind="stable")]  # the values by first appearance
+    seen = value_of[pc.unique(pa.array(index)).to_numpy()]  # by first appearance
+    order = pd.unique(seen[seen < k])  # a value's first row: that of its first index entry
     number = np.zeros(k + 1, dtype=np.int32)  # a null row's index stays 0
     number[order] = np.arange(len(order), dtype=np.int32)
     null = np.zeros(k + 1, dtype=bool)
     null[k] = True
     dictionary = pa.array(np.asarray(values, dtype=object)[order], pa.string())
-    return pa.DictionaryArray.from_arrays(masked(number[codes], null[codes], pa.int32()),
-                                          dictionary)
+    indices = np.take(number[value_of], index)
+    return pa.DictionaryArray.from_arrays(
+        masked(indices, np.take(null[value_of], index), pa.int32()), dictionary)
 
 
 def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, np.ndarray]:
