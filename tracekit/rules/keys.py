@@ -39,9 +39,11 @@ def row_codes(columns: Sequence[Any]) -> np.ndarray:
 def first_appearance(key: np.ndarray, span: int) -> np.ndarray:
     """``pd.factorize(key)[0]`` for keys in 0..span-1: where the span is small against the
     rows, each key's first row is found by a scatter-min and the keys numbered in that order
-    (no hash table)."""
+    (no hash table). From a span of two slots per row on, hashing is the quicker (measured
+    on 591k rows: the scatter-min 12-31 ms at span 2n and 22-42 ms at 4n, sorted or random
+    keys, against 10-15 ms hashed; below n it wins)."""
     n = len(key)
-    if span > 4 * n:
+    if span > 2 * n:
         return pd.factorize(key)[0].astype(np.int64)
     first = np.full(span, n, dtype=np.int64)
     np.minimum.at(first, key, np.arange(n, dtype=np.int64))
