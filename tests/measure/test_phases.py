@@ -7,7 +7,14 @@ import pyarrow as pa
 import pytest
 
 from tracekit import schema
-from tracekit.measure.intervals import Lanes, uncovered, union, union_length
+from tracekit.measure.intervals import (
+    Lanes,
+    group_rows,
+    lane_start_order,
+    uncovered,
+    union,
+    union_length,
+)
 from tracekit.measure.phases import build_timeline, exposed_ns, time_classes
 from tracekit.schema import KernelClass, Kind
 
@@ -153,3 +160,21 @@ def test_lanes_do_not_leak(lanes_count: int) -> None:
     got = uncovered(lanes, cover, lane, s - 50, e + 50)
     assert list(got) == [100] * lanes_count
     assert pa.array(got).type == pa.int64()
+
+
+@pytest.mark.parametrize("spread", [3, 10**6, 2**62])
+def test_group_rows_and_lane_order_match_numpy(spread: int) -> None:
+    """GIVEN integer columns with few distinct values in a narrow range, a wide range and
+    the extremes of int64 WHEN grouping rows and ordering by (lane, start)
+    THEN they equal np.unique and np.lexsort (the dense and the hashed paths agree)."""
+    rng = np.random.default_rng(spread % 1000)
+    a = rng.integers(-spread, spread, 500, dtype=np.int64)
+    b = rng.choice(np.array([-spread, 0, 5, spread - 1], dtype=np.int64), 500)
+    rows, inverse = group_rows(a, b)
+    expect, expect_inv = np.unique(np.stack([a, b], 1), axis=0, return_inverse=True)
+    assert rows.tolist() == expect.tolist()
+    assert inverse.tolist() == expect_inv.ravel().tolist()
+    lane = rng.integers(0, 4, 500).astype(np.int64)
+    start = rng.integers(-spread, spread, 500, dtype=np.int64) // 7 * 7  # with ties
+    assert lane_start_order(lane, start).tolist() == np.lexsort((start, lane)).tolist()
+    assert lane_start_order(lane[:0], start[:0]).tolist() == []

@@ -15,6 +15,7 @@ import pandas as pd
 
 I64 = npt.NDArray[np.int64]
 _LIMIT = np.int64(2**62)
+_DENSE_RANGE = 4  # _sorted_codes: a present-mask where the value range is at most ~4x the rows
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,33 @@ def group_rows(*columns: I64) -> tuple[npt.NDArray[np.int64], I64]:
 
 
 def _sorted_codes(col: I64) -> tuple[I64, I64]:
-    """``np.unique(col, return_inverse=True)`` by hashing (O(n)) and sorting only the
-    distinct values, which are few."""
-    codes, values = pd.factorize(np.asarray(col, dtype=np.int64), sort=True)
+    """``np.unique(col, return_inverse=True)`` in O(n): where the values span a range not
+    much wider than the rows (lanes, phases, layers, mixed-radix codes), a present-mask over
+    that range and its running count; else by hashing and sorting only the distinct values."""
+    col = np.asarray(col, dtype=np.int64)
+    if col.size:
+        lo, hi = int(col.min()), int(col.max())
+        if hi - lo < _DENSE_RANGE * col.size + 1024:
+            offset = col - lo
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[offset] = True
+            code = np.cumsum(present, dtype=np.int64)
+            code -= 1
+            return np.flatnonzero(present).astype(np.int64) + lo, code[offset]
+    codes, values = pd.factorize(col, sort=True)
     return np.asarray(values, dtype=np.int64), codes.astype(np.int64, copy=False)
+
+
+def lane_start_order(lane: I64, start: I64) -> I64:
+    """``np.lexsort((start, lane))`` (stable: ties keep their order) by one stable sort of a
+    combined int64 key where lane times the time span fits, which is several times faster."""
+    if start.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo = int(start.min())
+    width = int(start.max()) - lo + 1
+    if int(lane.min()) < 0 or (int(lane.max()) + 1) * width >= _LIMIT:
+        return np.lexsort((start, lane))
+    key = lane.astype(np.int64) * width
+    key += start
+    key -= lo
+    return np.argsort(key, kind="stable")

@@ -27,6 +27,7 @@ from tracekit.measure.intervals import (
     Union,
     by_key,
     group_rows,
+    lane_start_order,
     uncovered,
     union,
     union_length,
@@ -120,7 +121,7 @@ def build_timeline(attributed: pa.Table) -> Timeline:
     dur = np.maximum(_ints(attributed, schema.DUR_NS, 0), 0)
     # rows in (lane, start) order: every union over lanes (or keys refining them) then
     # finds its input sorted and skips its own sort
-    row = row[np.lexsort((ts[row], lane_of_row[row]))]
+    row = row[lane_start_order(lane_of_row[row], ts[row])]
     start, end = ts[row], ts[row] + dur[row]
     lane, cls = lane_of_row[row], codes[row]
     n_lanes = int(uniq.shape[0])
@@ -162,9 +163,16 @@ def exposed_of_rows(tl: Timeline, inv: I64, start: I64, end: I64, cls: npt.NDArr
                     n: int, key_lane: I64) -> I64:
     """exposed_by_key of the timed rows given as (key, start, end, class) in any order (with
     the rows grouped by key, no union sorts its own)."""
+    return comm_and_exposed(tl, inv, start, end, cls, n, key_lane)[1]
+
+
+def comm_and_exposed(tl: Timeline, inv: I64, start: I64, end: I64, cls: npt.NDArray[np.int8],
+                     n: int, key_lane: I64) -> tuple[I64, I64]:
+    """Per key, the communication busy time (``union_length`` of its communication rows) and
+    the exposed part of it (:func:`exposed_of_rows`), from one union of those rows."""
     comm = cls == COMM
     if not comm.any():
-        return np.zeros(n, dtype=np.int64)
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     key_lanes = Lanes.build(inv, start, end, n)
     k, s, e = inv[comm], start[comm], end[comm]
     order = by_key(k, n)
@@ -173,7 +181,7 @@ def exposed_of_rows(tl: Timeline, inv: I64, start: I64, end: I64, cls: npt.NDArr
     ku = union(key_lanes, k, s, e)
     seg = uncovered(tl.lanes, tl.cover_any_compute, key_lane[ku.lane],
                     key_lanes.unplace(ku.lane, ku.start), key_lanes.unplace(ku.lane, ku.end))
-    return np.bincount(ku.lane, weights=seg, minlength=n).astype(np.int64)
+    return ku.length_by_lane(n), np.bincount(ku.lane, weights=seg, minlength=n).astype(np.int64)
 
 
 def _per_key(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], I64]:
@@ -193,8 +201,11 @@ def time_classes(tl: Timeline) -> pa.Table:
         start, end, cls = tl.start, tl.end, tl.cls
         if order is not None:
             inv, start, end, cls = inv[order], start[order], end[order], cls[order]
-        per_class = []
-        for code in range(len(CLASSES)):
+        lane = s_keys[:, 0] if level == 0 else d_keys
+        # the communication union serves both its busy time and the exposed part
+        comm_ns, exposed = comm_and_exposed(tl, inv, start, end, cls, n, lane)
+        per_class = [comm_ns]
+        for code in range(1, len(CLASSES)):
             m = cls == code
             per_class.append(union_length(inv[m], start[m], end[m], n))
         busy = union_length(inv, start, end, n)
@@ -203,8 +214,6 @@ def time_classes(tl: Timeline) -> pa.Table:
         np.minimum.at(first, inv, start)
         np.maximum.at(last, inv, end)
         span = np.where(busy > 0, last - first, 0)
-        lane = s_keys[:, 0] if level == 0 else d_keys
-        exposed = exposed_of_rows(tl, inv, start, end, cls, n, lane)
         values = {
             schema.RANK: tl.lane_rank[lane], schema.PID: tl.lane_pid[lane],
             schema.TID: s_keys[:, 1] if level == 0 else np.full(n, -1, dtype=np.int64),

@@ -22,8 +22,9 @@ from tracekit.measure.intervals import by_key, group_rows, union_length
 from tracekit.measure.phases import (
     CLASS_COLUMNS,
     CLASSES,
+    COMM,
     Timeline,
-    exposed_of_rows,
+    comm_and_exposed,
     value_codes,
 )
 from tracekit.schema import Phase
@@ -65,10 +66,14 @@ def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int
     start, end, cls = tl.start, tl.end, tl.cls
     if order is not None:
         inv, start, end, cls = inv[order], start[order], end[order], cls[order]
+    # the communication union serves both its busy time and the exposed part
+    data[CLASS_COLUMNS[COMM]], exposed = comm_and_exposed(tl, inv, start, end, cls, n,
+                                                          keys[:, 0])
     for code, col in enumerate(CLASS_COLUMNS):
-        m = cls == code
-        data[col] = union_length(inv[m], start[m], end[m], n)
-    data[schema.EXPOSED_NS] = exposed_of_rows(tl, inv, start, end, cls, n, keys[:, 0])
+        if code != COMM:
+            m = cls == code
+            data[col] = union_length(inv[m], start[m], end[m], n)
+    data[schema.EXPOSED_NS] = exposed
     frame = pd.DataFrame(data)
     return frame.groupby([schema.RANK, schema.PHASE, schema.LAYER], as_index=False).sum()
 
