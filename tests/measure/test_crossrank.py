@@ -254,3 +254,50 @@ def test_unknown_communicator_is_not_matched(attributed_builder) -> None:
     rows = [_coll(0, 0, 50), _coll(1, 0, 80)]
     df = crossrank.match(crossrank.instance_rows(attributed_builder(rows)))
     assert df[schema.INSTANCE].nunique() == 2 and set(df[schema.WAIT_NS]) == {0}
+
+
+def _object_merge(col, hit, taken: pa.Array, wrapper_nulls: bool):
+    """The merge as Python objects: the taken values as a full column (missing elsewhere)
+    written over ``col`` as objects, the dtype inferred back (what _merged_values keeps)."""
+    import numpy as np
+    import pandas as pd
+
+    full = [None] * len(col)
+    for i, v in zip(hit, taken.to_pylist(), strict=True):
+        full[i] = v
+    values = pa.array(full, type=taken.type).to_numpy(zero_copy_only=False)
+    if values.dtype.kind in "iu" and wrapper_nulls:
+        values = values.astype(np.float64)
+    values = values.astype(object)
+    has = ~pd.isna(values)
+    merged = col.astype(object).to_numpy(copy=True)
+    merged[has] = values[has]
+    return pd.Series(merged, index=col.index).infer_objects()
+
+
+@pytest.mark.parametrize(("base", "hit", "taken", "wrapper_nulls"), [
+    ([1.5, float("nan"), 3.0], [1], pa.array([7], pa.int64()), False),  # float col, some
+    ([1, 2, 3], [0, 2], pa.array([7, 8], pa.int64()), False),  # int col, some: float64
+    ([1, 2, 3], [0, 1, 2], pa.array([7, 8, 9], pa.int64()), False),  # every row: int64
+    ([1, 2, 3], [0, 1, 2], pa.array([7, 8, 9], pa.int64()), True),  # wrapper nulls: float
+    ([float("nan")] * 3, [0, 1, 2], pa.array([7, 8, 9], pa.int32()), False),  # int64
+    ([1, 2, 3], [2], pa.array([2**60 + 1], pa.int64()), False),  # rounded as a float
+    ([None, [1, 2], None], [0], pa.array([[3]], pa.list_(pa.int64())), False),  # lists
+    ([2**63, 1, 2], [0, 1, 2], pa.array([1, 2, 2**64 - 1], pa.uint64()), False),  # unsigned
+])
+def test_wrapper_values_merge_as_the_object_merge(base, hit, taken, wrapper_nulls) -> None:
+    """GIVEN instance rows' column (float, int, list, unsigned) and the values their CPU
+    wrappers give a subset (or all) of them WHEN merging
+    THEN values and dtype are those of writing the objects over the column and inferring."""
+    import numpy as np
+    import pandas as pd
+
+    dtype = {int: "int32", float: "float64"}.get(type(base[-1]), object)
+    if isinstance(base[0], int) and base[0] >= 2**63:
+        dtype = "uint64"
+    col = pd.Series(np.array(base, dtype=object).astype(dtype))
+    hit = np.asarray(hit, dtype=np.int64)
+    got = crossrank._merged_values(col, hit, taken, wrapper_nulls)
+    want = _object_merge(col, hit, taken, wrapper_nulls)
+    assert got.dtype == want.dtype
+    assert repr(got.tolist()) == repr(want.tolist())

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema
+from tracekit.measure.intervals import group_rows
 from tracekit.measure.textmask import text_mask
 from tracekit.schema import KernelClass, Op
 
@@ -179,7 +180,8 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
                           [KernelClass.COMM, KernelClass.FUSED])
     on_device = _mask(pc.is_valid(attributed.column(schema.DEVICE)))
     fallback = _mask(pc.is_null(flag)) & comm_like & on_device
-    rows = np.flatnonzero(_mask(flag) | fallback)
+    selected = _mask(flag) | fallback
+    rows = np.flatnonzero(selected)
     notify = _notify_mask(attributed)
     wrapper = ~_mask(pc.fill_null(flag, True)) & _valid(attributed, schema.LOGICAL_ID) & \
         _valid(attributed, schema.OP) & ~notify
@@ -190,7 +192,7 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     # other columns are taken, decoded or converted: one take of them, of the kept rows
     keep, end = _merge_logical(attributed.select(
         [schema.RANK, schema.TS_NS, schema.DUR_NS, schema.LOGICAL_ID]).take(pa.array(rows)))
-    as_float = _nullable_ints(attributed.select(list(_COLUMNS)), rows)
+    as_float = _nullable_ints(attributed.select(list(_COLUMNS)), selected)
     inst = attributed.select(list(_COLUMNS)).take(pa.array(rows[keep]))
     df, pg_ranks = _enrich(inst, wrappers, as_float)
     df[ROW] = rows[keep]
@@ -208,13 +210,14 @@ def _valid(table: pa.Table, column: str) -> npt.NDArray[np.bool_]:
     return _mask(pc.is_valid(table.column(column)))
 
 
-def _nullable_ints(table: pa.Table, rows: np.ndarray) -> list[str]:
-    """Integer columns holding a null on one of ``rows``: pandas gives them as float64 (also
-    on a subset of the rows that happens to have none, so that a merged frame keeps the
-    whole one's dtypes)."""
+def _nullable_ints(table: pa.Table, rows: npt.NDArray[np.bool_]) -> list[str]:
+    """Integer columns holding a null on one of the ``rows`` (a mask): pandas gives them as
+    float64 (also on a subset of the rows that happens to have none, so that a merged frame
+    keeps the whole one's dtypes)."""
+    selected = pa.array(rows)
     return [f.name for f in table.schema
             if pa.types.is_integer(f.type) and table.column(f.name).null_count
-            and not _valid(table, f.name)[rows].all()]
+            and pc.any(pc.and_(pc.is_null(table.column(f.name)), selected)).as_py()]
 
 
 def _notify_mask(attributed: pa.Table) -> npt.NDArray[np.bool_]:
@@ -281,43 +284,75 @@ def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]
     """Take each metadata column from the wrapper where it has a value (the first wrapper of
     the same rank and logical id that has one). String columns merge in Arrow; the others
     keep the types the pandas merge gave them (python objects inferred back to a dtype).
-    Also returns the merged PG_RANKS as an Arrow array (what MEMBERS is joined from)."""
+    Also returns the merged PG_RANKS as an Arrow array (what MEMBERS is joined from).
+
+    Only the instance rows that get a wrapper's value are taken and decoded (on most
+    collectives the wrappers carry none), and the merge writes those rows alone."""
     own_ranks = inst.column(schema.PG_RANKS).combine_chunks()
     if wrappers.num_rows == 0 or inst.num_rows == 0 or \
             inst.column(schema.LOGICAL_ID).null_count == inst.num_rows:
         return _frame(inst, as_float), own_ranks
     codes, group = _first_valid(wrappers, inst)
     n_groups = int(codes.max(initial=-1)) + 1
-    found: dict[str, pa.Array] = {}
+    found: dict[str, tuple[np.ndarray, pa.Array]] = {}  # the rows that get one, their values
     for col in _META:
-        w = _decode(wrappers.column(col))
+        w = wrappers.column(col)
         valid = np.flatnonzero(_mask(pc.is_valid(w)))
         first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first, codes[valid], valid)
         pick = np.where(group >= 0, first[np.clip(group, 0, None)], np.iinfo(np.int64).max)
-        none = pick == np.iinfo(np.int64).max
-        taken = pc.take(w, pa.array(np.where(none, 0, pick), mask=none))
-        found[col] = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
-    strings = [c for c in _META if pa.types.is_string(found[c].type)]
+        hit = np.flatnonzero(pick != np.iinfo(np.int64).max)
+        taken = _decode(pc.take(w, pa.array(pick[hit])))
+        found[col] = hit, (taken.combine_chunks() if isinstance(taken, pa.ChunkedArray)
+                           else taken)
+    strings = [c for c in _META if pa.types.is_string(found[c][1].type)]
     for col in strings:
-        merged = pc.coalesce(found[col], _decode(inst.column(col)).combine_chunks())
+        hit, taken = found[col]
+        merged = _patch(_decode(inst.column(col)).combine_chunks(), hit, taken)
         inst = inst.set_column(inst.schema.get_field_index(col), col, merged)
     df = _frame(inst, as_float)
     for col in _META:
-        if col in strings:
+        hit, taken = found[col]
+        if col in strings or not hit.size:
             continue
-        values = found[col].to_numpy(zero_copy_only=False)
-        if values.dtype.kind in "iu" and wrappers.column(col).null_count:
-            values = values.astype(np.float64)  # the wrappers' column was a float one
-        values = values.astype(object)
-        has = ~pd.isna(values)  # elementwise; a list value is not NA
-        if has.any():
-            merged = df[col].astype(object).to_numpy(copy=True)
-            merged[has] = values[has]
-            df[col] = pd.Series(merged, index=df.index).infer_objects()
+        df[col] = _merged_values(df[col], hit, taken, wrappers.column(col).null_count > 0)
     # the same merge as the frame's: the wrapper's list where it has one (a list, even an
     # empty one, is not missing), else the row's own
-    return df, pc.coalesce(found[schema.PG_RANKS].cast(own_ranks.type), own_ranks)
+    hit, taken = found[schema.PG_RANKS]
+    return df, _patch(own_ranks, hit, taken.cast(own_ranks.type))
+
+
+def _patch(own: pa.Array, hit: np.ndarray, values: pa.Array) -> pa.Array:
+    """``own`` with the rows at positions ``hit`` replaced by ``values`` (one each)."""
+    if not hit.size:
+        return own
+    index = np.arange(len(own), dtype=np.int64)
+    index[hit] = len(own) + np.arange(hit.size, dtype=np.int64)
+    return pa.concat_arrays([own, values.cast(own.type)]).take(pa.array(index))
+
+
+def _merged_values(col: pd.Series, hit: np.ndarray, taken: pa.Array,
+                   wrapper_nulls: bool) -> pd.Series:
+    """``col`` with the wrappers' values at the rows ``hit``, in the dtype pandas infers for
+    the merged Python objects: the taken values, as a full column with a missing value on
+    every other row, are float64 unless every row got one from a wrapper column without
+    nulls; floats among them give float64, only int64s give int64."""
+    values = taken.to_numpy(zero_copy_only=False)
+    every = hit.size == len(col)
+    if values.dtype.kind in "iu" and (wrapper_nulls or not every):
+        values = values.astype(np.float64)  # the wrappers' column was a float one
+    base = col.to_numpy()
+    kinds = values.dtype.kind if every else base.dtype.kind + values.dtype.kind
+    if kinds in ("f", "i", "ff", "if"):  # numbers alone (not unsigned, lists or objects)
+        dtype = np.int64 if kinds == "i" else np.float64
+        if every:
+            return pd.Series(values.astype(dtype), index=col.index)
+        out = base.astype(dtype)
+        out[hit] = values
+        return pd.Series(out, index=col.index)
+    merged = col.astype(object).to_numpy(copy=True)
+    merged[hit] = values.astype(object)
+    return pd.Series(merged, index=col.index).infer_objects()
 
 
 def with_call_site_flag(rows: pa.Table) -> pa.Table:
@@ -379,17 +414,17 @@ def _merge_logical(inst: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     part = np.flatnonzero(has)
     part = part[np.argsort(ts[part], kind="stable")]
     rank = np.asarray(inst.column(schema.RANK).to_numpy(), dtype=np.int64)[part]
-    lid = pd.factorize(np.asarray(pc.fill_null(inst.column(schema.LOGICAL_ID), 0).to_numpy(),
-                                  dtype=np.int64)[part])[0].astype(np.int64)
-    rank_code = pd.factorize(rank)[0].astype(np.int64)
-    group = pd.factorize(rank_code * (int(lid.max(initial=0)) + 1) + lid)[0]  # by first start
+    lid = np.asarray(pc.fill_null(inst.column(schema.LOGICAL_ID), 0).to_numpy(),
+                     dtype=np.int64)[part]
+    group = group_rows(rank, lid)[1]  # one code per (rank, logical id)
     n = int(group.max(initial=-1)) + 1
     first = np.full(n, part.size, dtype=np.int64)
     np.minimum.at(first, group, np.arange(part.size, dtype=np.int64))
     last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last_end, group, end[part])
-    keep = np.concatenate([np.flatnonzero(~has), part[first]])
-    return keep, np.concatenate([end[~has], last_end])
+    by_start = np.argsort(first)  # the collectives in the order of their first start
+    keep = np.concatenate([np.flatnonzero(~has), part[first[by_start]]])
+    return keep, np.concatenate([end[~has], last_end[by_start]])
 
 
 def notify_of(df: pd.DataFrame) -> pd.Series:
