@@ -11,6 +11,7 @@ from tracekit.measure.intervals import (
     Lanes,
     group_rows,
     lane_start_order,
+    segments,
     uncovered,
     union,
     union_length,
@@ -178,3 +179,25 @@ def test_group_rows_and_lane_order_match_numpy(spread: int) -> None:
     start = rng.integers(-spread, spread, 500, dtype=np.int64) // 7 * 7  # with ties
     assert lane_start_order(lane, start).tolist() == np.lexsort((start, lane)).tolist()
     assert lane_start_order(lane[:0], start[:0]).tolist() == []
+
+
+def test_coarser_unions_from_segments_match_brute_force() -> None:
+    """GIVEN random nested, overlapping and touching intervals on 6 keys, each key part of
+    one of 3 coarser keys, in no order WHEN taking each key's union as segments and merging
+    them per coarser key THEN the busy times equal a tick-by-tick reference at both levels
+    and the merged segments are those of the coarser keys' union of the raw intervals."""
+    rng = np.random.default_rng(11)
+    count, horizon = 400, 300
+    fine = rng.integers(0, 6, count).astype(np.int64)
+    of_key = np.array([0, 0, 1, 2, 2, 2], dtype=np.int64)
+    s = rng.integers(0, horizon - 40, count).astype(np.int64)
+    e = s + rng.integers(0, 40, count)
+    per_key = segments(fine, s, e, 6)
+    assert list(per_key.length(6)) == list(_brute(fine, s, e, 6, horizon).sum(axis=1))
+    merged = per_key.merged(of_key, 3)
+    assert list(merged.length(3)) == list(_brute(of_key[fine], s, e, 3, horizon).sum(axis=1))
+    direct = segments(of_key[fine], s, e, 3)
+    for got, want in ((merged.key, direct.key), (merged.start, direct.start),
+                      (merged.end, direct.end)):
+        assert got.tolist() == want.tolist()
+    assert per_key.start.size > merged.start.size  # fewer segments than intervals

@@ -121,6 +121,41 @@ def union_length(keys: I64, start: I64, end: I64, n_keys: int) -> I64:
     return union(lanes, keys, start, end).length_by_lane(n_keys)
 
 
+@dataclass(frozen=True)
+class Segments:
+    """The union of intervals per key as disjoint segments in their own times (not placed on
+    a shared line), in (key, start) order: what a coarser key's union can start from."""
+
+    key: I64
+    start: I64
+    end: I64
+
+    def length(self, n_keys: int) -> I64:
+        """Busy time per key (``union_length`` of the intervals these segments merge)."""
+        return np.bincount(self.key, weights=self.end - self.start,
+                           minlength=n_keys).astype(np.int64)
+
+    def merged(self, of_key: I64, n_keys: int) -> Segments:
+        """The union per coarser key (``of_key``: each key's coarser one): the union of the
+        keys' segments is that of their intervals, and there are fewer segments than
+        intervals wherever intervals overlap."""
+        return segments(of_key[self.key], self.start, self.end, n_keys)
+
+
+def segments(keys: I64, start: I64, end: I64, n_keys: int) -> Segments:
+    """The union of the intervals of each key (rows in any order; grouped by key and sorted
+    by start, no sort runs)."""
+    if start.size == 0:
+        e = np.zeros(0, dtype=np.int64)
+        return Segments(e, e, e)
+    order = by_key(keys, n_keys)
+    if order is not None:
+        keys, start, end = keys[order], start[order], end[order]
+    lanes = Lanes.build(keys, start, end, n_keys)
+    u = union(lanes, keys, start, end)
+    return Segments(u.lane, lanes.unplace(u.lane, u.start), lanes.unplace(u.lane, u.end))
+
+
 def uncovered(lanes: Lanes, cover: Union, lane: I64, start: I64, end: I64) -> I64:
     """For each interval, the part of it not covered by ``cover`` on the same lane."""
     stop = np.maximum(end, start)

@@ -18,13 +18,14 @@ import pyarrow.compute as pc
 
 from tracekit import schema
 from tracekit.measure.crossrank import frame
-from tracekit.measure.intervals import by_key, group_rows, union_length
+from tracekit.measure.intervals import Segments, by_key, group_rows
 from tracekit.measure.phases import (
     CLASS_COLUMNS,
     CLASSES,
     COMM,
     Timeline,
-    comm_and_exposed,
+    class_segments,
+    exposed_of_segments,
     value_codes,
 )
 from tracekit.schema import Phase
@@ -52,28 +53,37 @@ def _phase_layer(attributed: pa.Table, rows: npt.NDArray[np.int64]
 
 
 def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int64],
-                 layer: np.ndarray) -> pd.DataFrame:
-    """Per (rank, phase, layer) class busy time and exposed communication."""
+                 layer: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (rank, phase, layer) and per (rank, phase) over all layers (layer -1): class busy
+    time and exposed communication."""
     keys, inv = group_rows(tl.lane, phase_code, layer)
     n = len(keys)
-    data: dict[str, np.ndarray] = {
-        schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
-        schema.LAYER: keys[:, 2],
-    }
     # the rows grouped by key once (stable: start order within a key), so that no union
     # below sorts its subset again
     order = by_key(inv, n)
     start, end, cls = tl.start, tl.end, tl.cls
     if order is not None:
         inv, start, end, cls = inv[order], start[order], end[order], cls[order]
-    # the communication union serves both its busy time and the exposed part
-    data[CLASS_COLUMNS[COMM]], exposed = comm_and_exposed(tl, inv, start, end, cls, n,
-                                                          keys[:, 0])
-    for code, col in enumerate(CLASS_COLUMNS):
-        if code != COMM:
-            m = cls == code
-            data[col] = union_length(inv[m], start[m], end[m], n)
-    data[schema.EXPOSED_NS] = exposed
+    per_layer = class_segments(inv, start, end, cls, n)
+    # over all layers: the union of each (lane, phase) from its layers' segments, fewer than
+    # its rows wherever they overlap
+    coarse, of_key = group_rows(keys[:, 0], keys[:, 1])
+    all_layers = [seg.merged(of_key, len(coarse)) for seg in per_layer]
+    flat = np.column_stack([coarse, np.full(len(coarse), -1, dtype=np.int64)])
+    return (_key_frame(tl, names, keys, per_layer), _key_frame(tl, names, flat, all_layers))
+
+
+def _key_frame(tl: Timeline, names: np.ndarray, keys: npt.NDArray[np.int64],
+               per_class: list[Segments]) -> pd.DataFrame:
+    """The per-key frame of (lane, phase code, layer) keys and their unions by class."""
+    n = len(keys)
+    data: dict[str, np.ndarray] = {
+        schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
+        schema.LAYER: keys[:, 2],
+    }
+    for col, seg in zip(CLASS_COLUMNS, per_class, strict=True):
+        data[col] = seg.length(n)
+    data[schema.EXPOSED_NS] = exposed_of_segments(tl, per_class[COMM], n, keys[:, 0])
     frame = pd.DataFrame(data)
     return frame.groupby([schema.RANK, schema.PHASE, schema.LAYER], as_index=False).sum()
 
@@ -81,10 +91,9 @@ def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int
 def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> pa.Table:
     """PHASES from the timeline (time classes) and the MEASURED rows (bytes, bounds, wait)."""
     names, phase, layer = _phase_layer(attributed, tl.row)
-    per_layer = _time_by_key(tl, names, phase, layer)
+    per_layer, all_layers = _time_by_key(tl, names, phase, layer)
     if per_layer.empty and measured.empty:  # no device time and no collective (issue 16)
         return schema.PHASES.empty_table()
-    all_layers = _time_by_key(tl, names, phase, np.full_like(layer, -1))
     m = measured.copy()
     m[schema.PHASE] = m[schema.PHASE].fillna(Phase.OTHER)
     m[schema.LAYER] = m[schema.LAYER].fillna(-1).astype("int64")
