@@ -171,6 +171,9 @@ def group_rows(*columns: I64) -> tuple[npt.NDArray[np.int64], I64]:
     n = columns[0].size
     if n == 0:
         return np.zeros((0, len(columns)), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    dense = _dense_rows(columns)
+    if dense is not None:
+        return dense
     code = np.zeros(n, dtype=np.int64)
     levels = []
     for col in columns:
@@ -184,6 +187,28 @@ def group_rows(*columns: I64) -> tuple[npt.NDArray[np.int64], I64]:
         size = levels[k].size
         rows[:, k] = levels[k][rest % size]
         rest = rest // size
+    return rows, inverse
+
+
+def _dense_rows(columns: tuple[I64, ...]) -> tuple[npt.NDArray[np.int64], I64] | None:
+    """``group_rows`` in one pass where the product of the columns' value ranges is not much
+    wider than the rows: a mixed-radix code of the values' offsets, whose sorted codes are
+    the sorted distinct rows (None where the ranges are too wide)."""
+    n = columns[0].size
+    bounds = [(int(c.min()), int(c.max())) for c in columns]
+    spans = [hi - lo + 1 for lo, hi in bounds]
+    if int(np.prod(np.asarray(spans, dtype=object))) >= _DENSE_RANGE * n + 1024:
+        return None
+    code = np.zeros(n, dtype=np.int64)
+    for col, (lo, _), span in zip(columns, bounds, spans, strict=True):
+        code *= span
+        code += col - lo  # the offset first: no value near the int64 limits overflows
+    uniq_code, inverse = _sorted_codes(code)
+    rows = np.empty((uniq_code.size, len(columns)), dtype=np.int64)
+    rest = uniq_code
+    for k in range(len(columns) - 1, -1, -1):
+        rows[:, k] = rest % spans[k] + bounds[k][0]
+        rest = rest // spans[k]
     return rows, inverse
 
 

@@ -33,6 +33,9 @@ from tracekit.schema import Phase
 _SUMS = (schema.COUNT, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS, schema.NOTIFY_NS,
          schema.BOUND_NS)
 _BOUNDED = "_bounded_transfer"
+# the MEASURED columns phase_table reads
+MEASURED_COLUMNS = (schema.RANK, schema.PHASE, schema.LAYER, schema.MSG_BYTES, schema.TRANSFER_NS,
+                    schema.WAIT_NS, schema.NOTIFY_NS, schema.BOUND_NS)
 
 
 def _phase_layer(attributed: pa.Table, rows: npt.NDArray[np.int64]
@@ -89,7 +92,8 @@ def _key_frame(tl: Timeline, names: np.ndarray, keys: npt.NDArray[np.int64],
 
 
 def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> pa.Table:
-    """PHASES from the timeline (time classes) and the MEASURED rows (bytes, bounds, wait)."""
+    """PHASES from the timeline (time classes) and the MEASURED rows (bytes, bounds, wait;
+    ``measured`` needs only the MEASURED_COLUMNS)."""
     names, phase, layer = _phase_layer(attributed, tl.row)
     per_layer, all_layers = _time_by_key(tl, names, phase, layer)
     if per_layer.empty and measured.empty:  # no device time and no collective (issue 16)

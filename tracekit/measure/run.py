@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import model, schema, tables
-from tracekit.measure import a2a, coverage, crossrank, evidence, fit
+from tracekit.measure import a2a, coverage, crossrank, evidence, fit, phasetable
 from tracekit.measure.bounds import (
     A2A_OPS,
     bus_factor_v,
@@ -164,7 +164,7 @@ def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.D
     measured = df[[schema.RANK, schema.EVENT_ID, schema.INSTANCE, schema.NAME, schema.OP,
                    schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
                    schema.TS_NS, schema.DUR_NS, schema.TRANSFER_NS, schema.WAIT_NS,
-                   schema.NOTIFY_NS, schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]].copy()
+                   schema.NOTIFY_NS, schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]]
     latency = pd.Series(sized.alpha >= sized.bound - sized.alpha, dtype="boolean",
                         index=df.index)
     measured = measured.assign(**{
@@ -368,8 +368,8 @@ def analysis_of(run: model.Run, attributed: pa.Table, ranks: RankMeasures,
         run=run,
         attributed=attributed,
         measured=cross.measured,
-        phases_table=phase_table(ranks.timeline, attributed,
-                                 crossrank.int_frame(cross.measured)),
+        phases_table=phase_table(ranks.timeline, attributed, crossrank.int_frame(
+            cross.measured.select(list(phasetable.MEASURED_COLUMNS)))),
         extra_tables={
             "time_classes": ranks.classes,
             "a2a_matrix": cross.a2a_matrix,
