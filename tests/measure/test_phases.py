@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -201,3 +202,33 @@ def test_coarser_unions_from_segments_match_brute_force() -> None:
                       (merged.end, direct.end)):
         assert got.tolist() == want.tolist()
     assert per_key.start.size > merged.start.size  # fewer segments than intervals
+
+
+@pytest.mark.parametrize("second_start", [300, 120])
+def test_phase_exposed_over_layers_counts_overlap_once(attributed_builder,
+                                                        second_start: int) -> None:
+    """GIVEN on GPU 0 compute [0,100) and two communication kernels of one phase in layers 0
+    and 1: [50,200) and [second_start, +150), apart or overlapping
+    WHEN building PHASES
+    THEN each layer's exposed time is its own, and the rank's all-layer row counts the
+    overlap once (the union of both minus the compute)."""
+    from tracekit.measure.phasetable import phase_table
+
+    rows = [
+        _row(0, 0, 7, 0, 100, K.COMPUTE, device=0, kind=Kind.KERNEL, phase="decode", layer=0),
+        _row(0, 0, 20, 50, 150, K.COMM, device=0, kind=Kind.KERNEL, phase="decode", layer=0),
+        _row(0, 0, 21, second_start, 150, K.COMM, device=0, kind=Kind.KERNEL, phase="decode",
+             layer=1),
+    ]
+    t = attributed_builder(rows)
+    out = phase_table(build_timeline(t), t, pd.DataFrame(
+        {c: pd.Series(dtype="Int64") for c in (schema.RANK, schema.LAYER, schema.MSG_BYTES,
+                                                schema.TRANSFER_NS, schema.WAIT_NS,
+                                                schema.NOTIFY_NS, schema.BOUND_NS)}
+        | {schema.PHASE: pd.Series(dtype=object)})).to_pylist()
+    by = {(r[schema.RANK], r[schema.LAYER]): r for r in out if r[schema.PHASE] == "decode"}
+    assert by[(0, 0)][schema.EXPOSED_NS] == 100 and by[(0, 1)][schema.EXPOSED_NS] == 150
+    union_end = max(200, second_start + 150) if second_start <= 200 else None
+    expect = (union_end - 100) if union_end is not None else 100 + 150
+    assert by[(0, None)][schema.EXPOSED_NS] == expect
+    assert by[(0, None)][schema.COMM_NS] == (expect + 50)

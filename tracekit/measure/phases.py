@@ -173,8 +173,14 @@ def exposed_of_segments(tl: Timeline, comm: Segments, n: int, key_lane: I64) -> 
     (``comm``): the part of it that no compute or fused time covers on the key's device."""
     if not comm.key.size:
         return np.zeros(n, dtype=np.int64)
-    seg = uncovered(tl.lanes, tl.cover_any_compute, key_lane[comm.key], comm.start, comm.end)
+    seg = uncovered_of_segments(tl, comm, key_lane)
     return np.bincount(comm.key, weights=seg, minlength=n).astype(np.int64)
+
+
+def uncovered_of_segments(tl: Timeline, comm: Segments, key_lane: I64) -> I64:
+    """Per segment of ``comm``, its part that no compute or fused time covers on its key's
+    device (``key_lane``: the lane of every key)."""
+    return uncovered(tl.lanes, tl.cover_any_compute, key_lane[comm.key], comm.start, comm.end)
 
 
 def class_segments(inv: I64, start: I64, end: I64, cls: npt.NDArray[np.int8], n: int

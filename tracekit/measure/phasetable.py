@@ -26,6 +26,7 @@ from tracekit.measure.phases import (
     Timeline,
     class_segments,
     exposed_of_segments,
+    uncovered_of_segments,
     value_codes,
 )
 from tracekit.schema import Phase
@@ -43,15 +44,23 @@ def _phase_layer(attributed: pa.Table, rows: npt.NDArray[np.int64]
     """Sorted phase names, each row's index among them (null phase: other), and its layer
     (-1: none). Phases are few: they are looked up once per distinct value, never decoded
     or compared per row as strings."""
-    sub = attributed.select([schema.PHASE, schema.LAYER]).take(pa.array(rows))
+    phase = attributed.column(schema.PHASE)
+    # dictionary chunks: coded on every row through the dictionary and the rows picked from
+    # the codes (a take of the rows keeps the same dictionaries); text: the rows taken
+    whole = all(pa.types.is_dictionary(chunk.type) for chunk in phase.chunks)
+    sub = attributed.select([schema.PHASE]) if whole else \
+        attributed.select([schema.PHASE]).take(pa.array(rows))
     words = {Phase.OTHER}
     for chunk in sub.column(schema.PHASE).chunks:
         distinct = chunk.dictionary if pa.types.is_dictionary(chunk.type) else pc.unique(chunk)
         words.update(w for w in distinct.to_pylist() if w is not None)
     names = np.asarray(sorted(words), dtype=str)  # unused names are never indexed
     codes = value_codes(sub, schema.PHASE, tuple(str(w) for w in names)).astype(np.int64)
+    if whole:
+        codes = codes[rows]
     codes[codes == -2] = int(np.flatnonzero(names == Phase.OTHER)[0])
-    layer = np.asarray(pc.fill_null(sub.column(schema.LAYER), -1).to_numpy(), dtype=np.int64)
+    layer = np.asarray(pc.fill_null(attributed.column(schema.LAYER), -1).to_numpy(),
+                       dtype=np.int64)[rows]
     return names, codes, layer
 
 
@@ -68,17 +77,28 @@ def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int
     if order is not None:
         inv, start, end, cls = inv[order], start[order], end[order], cls[order]
     per_layer = class_segments(inv, start, end, cls, n)
+    comm = per_layer[COMM]
+    exposed = uncovered_of_segments(tl, comm, keys[:, 0])
     # over all layers: the union of each (lane, phase) from its layers' segments, fewer than
     # its rows wherever they overlap
     coarse, of_key = group_rows(keys[:, 0], keys[:, 1])
-    all_layers = [seg.merged(of_key, len(coarse)) for seg in per_layer]
-    flat = np.column_stack([coarse, np.full(len(coarse), -1, dtype=np.int64)])
-    return (_key_frame(tl, names, keys, per_layer), _key_frame(tl, names, flat, all_layers))
+    n_all = len(coarse)
+    all_layers = [seg.merged(of_key, n_all) for seg in per_layer]
+    # where no two layers' communication segments merged, they are the coarser key's
+    # segments and their exposed parts are the same
+    all_exposed = np.bincount(of_key[comm.key], weights=exposed, minlength=n_all).astype(
+        np.int64) if all_layers[COMM].key.size == comm.key.size else exposed_of_segments(
+        tl, all_layers[COMM], n_all, coarse[:, 0])
+    flat = np.column_stack([coarse, np.full(n_all, -1, dtype=np.int64)])
+    return (_key_frame(tl, names, keys, per_layer,
+                       np.bincount(comm.key, weights=exposed, minlength=n).astype(np.int64)),
+            _key_frame(tl, names, flat, all_layers, all_exposed))
 
 
 def _key_frame(tl: Timeline, names: np.ndarray, keys: npt.NDArray[np.int64],
-               per_class: list[Segments]) -> pd.DataFrame:
-    """The per-key frame of (lane, phase code, layer) keys and their unions by class."""
+               per_class: list[Segments], exposed: np.ndarray) -> pd.DataFrame:
+    """The per-key frame of (lane, phase code, layer) keys, their unions by class and their
+    exposed communication."""
     n = len(keys)
     data: dict[str, np.ndarray] = {
         schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
@@ -86,7 +106,7 @@ def _key_frame(tl: Timeline, names: np.ndarray, keys: npt.NDArray[np.int64],
     }
     for col, seg in zip(CLASS_COLUMNS, per_class, strict=True):
         data[col] = seg.length(n)
-    data[schema.EXPOSED_NS] = exposed_of_segments(tl, per_class[COMM], n, keys[:, 0])
+    data[schema.EXPOSED_NS] = exposed
     frame = pd.DataFrame(data)
     return frame.groupby([schema.RANK, schema.PHASE, schema.LAYER], as_index=False).sum()
 
