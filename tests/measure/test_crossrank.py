@@ -301,3 +301,35 @@ def test_wrapper_values_merge_as_the_object_merge(base, hit, taken, wrapper_null
     want = _object_merge(col, hit, taken, wrapper_nulls)
     assert got.dtype == want.dtype
     assert repr(got.tolist()) == repr(want.tolist())
+
+
+def test_fill_members_from_topology_only_where_missing() -> None:
+    """GIVEN rows of a known group without members (one with its own rank list), a row of a
+    group the topology does not know, a row with members and a row without a group
+    WHEN filling members from the topology
+    THEN only the known group's rows get the topology's members (flagged as such) and rank
+    lists where they had none; the others keep theirs."""
+    import numpy as np
+    import pandas as pd
+
+    class Topo:
+        def group_of(self, rank: int, group: str) -> list[int] | None:
+            return [0, 1] if group == "TP" else None
+
+    own = np.asarray([1, 0], dtype=np.int32)
+    df = pd.DataFrame({
+        schema.RANK: [0, 1, 0, 0, 1],
+        schema.GROUP: pd.Series(["TP", "TP", "EP", "TP", None], dtype=object),
+        crossrank.MEMBERS: pd.Series([None, None, None, "0,1,2", None], dtype=object),
+        schema.PG_RANKS: pd.Series([None, own, None, None, None], dtype=object),
+    })
+    out = crossrank.fill_members(df, Topo())
+    members = out[crossrank.MEMBERS].tolist()
+    assert members[:2] == ["0,1", "0,1"] and members[3] == "0,1,2"
+    assert pd.isna(members[2]) and pd.isna(members[4])
+    assert out[crossrank.FROM_TOPOLOGY].tolist() == [True, True, False, False, False]
+    ranks = out[schema.PG_RANKS].tolist()
+    assert ranks[0] == [0, 1] and ranks[1] is own
+    assert all(r is None or (isinstance(r, float) and np.isnan(r)) for r in ranks[2:])
+    assert out[crossrank.MEMBERS].dtype == object
+    assert df[crossrank.MEMBERS].isna().sum() == 4  # the input frame is not written

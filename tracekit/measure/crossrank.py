@@ -374,31 +374,39 @@ def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:
     """
     if topology is None or df.empty:
         return df
-    need = df[MEMBERS].isna() & df[schema.GROUP].notna()
+    members = df[MEMBERS].to_numpy(dtype=object)
+    group = df[schema.GROUP].to_numpy(dtype=object)
+    need = pd.isna(members) & ~pd.isna(group)
     if not need.any():
         return df
     # one topology look-up per distinct (rank, group), not per row
-    rank = df.loc[need, schema.RANK].to_numpy(dtype=np.int64)
-    g_code, g_names = pd.factorize(df.loc[need, schema.GROUP].astype(str))
+    idx = np.flatnonzero(need)
+    rank = df[schema.RANK].to_numpy(dtype=np.int64)[idx]
+    g_code, g_names = pd.factorize(group[idx])  # looked up by their text below
     pair, pairs = pd.factorize(rank * (len(g_names) + 1) + g_code)
     text: list[object] = []
     lists: list[object] = []
     for p in pairs:
         m = topology.group_of(int(p // (len(g_names) + 1)), str(g_names[p % (len(g_names) + 1)]))
-        members = None if m is None else [int(x) for x in m]
-        text.append(np.nan if members is None else ",".join(map(str, members)))
-        lists.append(np.nan if members is None else members)
+        members_of = None if m is None else [int(x) for x in m]
+        text.append(np.nan if members_of is None else ",".join(map(str, members_of)))
+        lists.append(np.nan if members_of is None else members_of)
     per_row = np.empty(len(pairs), dtype=object)
     per_row[:] = text
-    out = df.copy(deep=False)  # copy-on-write: only the columns set below are copied
-    out.loc[need, MEMBERS] = pd.Series(per_row[pair], index=df.index[need])
-    out[FROM_TOPOLOGY] = need & out[MEMBERS].notna()
-    no_ranks = need & out[schema.PG_RANKS].isna()
-    out[schema.PG_RANKS] = out[schema.PG_RANKS].astype(object)
     rank_lists = np.empty(len(pairs), dtype=object)
     rank_lists[:] = lists
-    out.loc[no_ranks, schema.PG_RANKS] = pd.Series(
-        rank_lists[pair[no_ranks[need].to_numpy()]], index=df.index[no_ranks], dtype=object)
+    # the columns written as arrays (a row subset assigned through .loc rebuilds them)
+    filled = members.copy()
+    filled[idx] = per_row[pair]
+    ranks = df[schema.PG_RANKS].to_numpy(dtype=object).copy()
+    no_ranks = need & pd.isna(ranks)
+    ranks[no_ranks] = rank_lists[pair[no_ranks[idx]]]
+    out = df.copy(deep=False)  # copy-on-write: only the columns set below are copied
+    out[MEMBERS] = pd.Series(filled, index=df.index, dtype=df[MEMBERS].dtype)
+    from_topology = np.zeros(len(df), dtype=bool)
+    from_topology[idx] = ~pd.isna(per_row)[pair]  # the groups the topology knows
+    out[FROM_TOPOLOGY] = from_topology
+    out[schema.PG_RANKS] = pd.Series(ranks, index=df.index, dtype=object)
     return out
 
 
