@@ -41,7 +41,7 @@ STRAGGLER_MIN_WAIT_FRACTION = 0.05
 END = "_end"
 ROW = "_row"
 MEMBERS = "_members"
-KEY = "_key"
+KEY = "_key"  # match: the communicator of each row (communicator_key), kept for coverage
 N_SEEN = "_n_seen"
 LAST = "_last"
 N_GROUP = "_n_group"  # the communicator's real size (measure.evidence.group_size)
@@ -449,12 +449,17 @@ def communicator_key(df: pd.DataFrame) -> pd.Series:
     return df[MEMBERS].fillna(df[schema.PG_NAME]).fillna(df[schema.GROUP])
 
 
-def _instance_ids(out: pd.DataFrame) -> np.ndarray:
+def communicator_of(df: pd.DataFrame) -> pd.Series:
+    """communicator_key of match's rows: the one match kept (KEY), else computed."""
+    return df[KEY] if KEY in df.columns else communicator_key(df)
+
+
+def _instance_ids(out: pd.DataFrame, members: pd.Series) -> np.ndarray:
     """The instance of each row, numbered in order of first appearance, from its matching
-    key: the Comms Id; else (op family, communicator, sequence number); else (op family,
-    communicator, its ordinal among that communicator's rows on the rank); a row nothing
-    identifies is its own instance. Keys are tuples of integer codes, not strings."""
-    members = communicator_key(out)
+    key: the Comms Id; else (op family, communicator (``members``: communicator_key),
+    sequence number); else (op family, communicator, its ordinal among that communicator's
+    rows on the rank); a row nothing identifies is its own instance. Keys are tuples of
+    integer codes, not strings."""
     # nothing says which communicator it ran on: not matched across ranks (no guessing)
     unknown = members.isna().to_numpy()
     rank = out[schema.RANK].to_numpy(dtype=np.int64)
@@ -481,14 +486,17 @@ def _instance_ids(out: pd.DataFrame) -> np.ndarray:
 
 
 def match(df: pd.DataFrame) -> pd.DataFrame:
-    """Add instance, transfer, wait, skew, n_seen and last-arrival columns to instance rows."""
+    """Add instance, transfer, wait, skew, n_seen and last-arrival columns to instance rows
+    (and KEY, the communicator each was matched in)."""
     out = df.sort_values([schema.TS_NS, schema.RANK], kind="stable").reset_index(drop=True)
     if out.empty:
         for c in (schema.INSTANCE, schema.TRANSFER_NS, schema.WAIT_NS, schema.SKEW_NS, N_SEEN):
             out[c] = pd.Series(dtype="int64")
         out[LAST] = pd.Series(dtype=bool)
         return out
-    out[schema.INSTANCE] = _instance_ids(out)
+    key = communicator_key(out)
+    out[schema.INSTANCE] = _instance_ids(out, key)
+    out[KEY] = key
     g = out.groupby(schema.INSTANCE, sort=False)
     transfer = g[schema.DUR_NS].transform("min")
     out[schema.TRANSFER_NS] = transfer
