@@ -333,3 +333,32 @@ def test_fill_members_from_topology_only_where_missing() -> None:
     assert all(r is None or (isinstance(r, float) and np.isnan(r)) for r in ranks[2:])
     assert out[crossrank.MEMBERS].dtype == object
     assert df[crossrank.MEMBERS].isna().sum() == 4  # the input frame is not written
+
+
+def test_call_site_flag_merges_the_wrappers_value(attributed_builder) -> None:
+    """GIVEN instance rows with a call site, none, an empty one, one whose CPU wrapper has
+    an empty one, one whose wrapper has one, and one without a logical id
+    WHEN selecting instances (and building the comm rows)
+    THEN HAS_CALL_SITE says whether the merged call site (the wrapper's where it has one)
+    is neither null nor empty, and the comm rows carry the flag last, not the text."""
+    from tracekit.measure.run import comm_table
+
+    def wrapper(ts: int, lid: int, site: str) -> dict:
+        return _coll(0, ts, 5, logical_id=lid, call_site=site, is_instance=False,
+                     kind=Kind.CPU_OP, device=None)
+
+    rows = [
+        _coll(0, 0, 10, logical_id=1, call_site="a.py:1"),
+        _coll(0, 100, 10, logical_id=2), wrapper(95, 2, "w.py:9"),
+        _coll(0, 200, 10, logical_id=3, call_site=""),
+        _coll(0, 300, 10, logical_id=4, call_site="x.py:2"), wrapper(295, 4, ""),
+        _coll(0, 400, 10, call_site=None),
+    ]
+    t = attributed_builder(rows)
+    df = crossrank.instance_rows(t)
+    got = dict(zip(df[schema.TS_NS], df[crossrank.HAS_CALL_SITE], strict=True))
+    assert got == {0: True, 100: True, 200: False, 300: False, 400: False}
+    assert schema.CALL_SITE not in df.columns
+    comm = comm_table(t)
+    assert comm.column_names[-1] == crossrank.HAS_CALL_SITE
+    assert schema.CALL_SITE not in comm.column_names

@@ -173,7 +173,8 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     Their communication metadata is completed from the CPU wrapper rows of the same logical
     collective (same rank and logical id, ``is_instance`` false): on gloo traces the runloop
     span says ``all_to_all`` with in = out bytes while the c10d op that launched it holds the
-    split sizes and the gathered output size.
+    split sizes and the gathered output size. The call site comes as the flag HAS_CALL_SITE
+    (what coverage reads of it), in its column's place.
     """
     flag = attributed.column(schema.IS_INSTANCE)
     comm_like = text_mask(attributed.column(schema.KERNEL_CLASS),
@@ -289,9 +290,10 @@ def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]
     Only the instance rows that get a wrapper's value are taken and decoded (on most
     collectives the wrappers carry none), and the merge writes those rows alone."""
     own_ranks = inst.column(schema.PG_RANKS).combine_chunks()
+    site = call_site_flags(inst.column(schema.CALL_SITE))  # never decoded: only "has one"
     if wrappers.num_rows == 0 or inst.num_rows == 0 or \
             inst.column(schema.LOGICAL_ID).null_count == inst.num_rows:
-        return _frame(inst, as_float), own_ranks
+        return _flagged_frame(inst, as_float, site), own_ranks
     codes, group = _first_valid(wrappers, inst)
     n_groups = int(codes.max(initial=-1)) + 1
     found: dict[str, tuple[np.ndarray, pa.Array]] = {}  # the rows that get one, their values
@@ -305,21 +307,46 @@ def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]
         taken = _decode(pc.take(w, pa.array(pick[hit])))
         found[col] = hit, (taken.combine_chunks() if isinstance(taken, pa.ChunkedArray)
                            else taken)
-    strings = [c for c in _META if pa.types.is_string(found[c][1].type)]
+    hit, taken = found[schema.CALL_SITE]
+    site[hit] = call_site_flags(taken)
+    strings = [c for c in _META if c != schema.CALL_SITE and pa.types.is_string(found[c][1].type)]
     for col in strings:
         hit, taken = found[col]
         merged = _patch(_decode(inst.column(col)).combine_chunks(), hit, taken)
         inst = inst.set_column(inst.schema.get_field_index(col), col, merged)
-    df = _frame(inst, as_float)
+    df = _flagged_frame(inst, as_float, site)
     for col in _META:
         hit, taken = found[col]
-        if col in strings or not hit.size:
+        if col in strings or col == schema.CALL_SITE or not hit.size:
             continue
         df[col] = _merged_values(df[col], hit, taken, wrappers.column(col).null_count > 0)
     # the same merge as the frame's: the wrapper's list where it has one (a list, even an
     # empty one, is not missing), else the row's own
     hit, taken = found[schema.PG_RANKS]
     return df, _patch(own_ranks, hit, taken.cast(own_ranks.type))
+
+
+def call_site_flags(sites: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.bool_]:
+    """Per row: a call site that is neither null nor empty (HAS_CALL_SITE), looked up once
+    per distinct value of a dictionary column: the strings are long and never decoded."""
+    chunks = sites.chunks if isinstance(sites, pa.ChunkedArray) else [sites]
+    out = [np.zeros(0, dtype=bool)]
+    for chunk in chunks:
+        if pa.types.is_dictionary(chunk.type):
+            per_value = pc.fill_null(pc.not_equal(chunk.dictionary, ""), False)
+            out.append(_mask(pc.take(per_value, chunk.indices)))
+        else:
+            out.append(_mask(pc.not_equal(chunk, "")))
+    return np.concatenate(out)
+
+
+def _flagged_frame(inst: pa.Table, as_float: list[str], site: npt.NDArray[np.bool_]
+                   ) -> pd.DataFrame:
+    """``_frame`` of ``inst`` with the call-site column replaced (in place) by its flag."""
+    at = inst.schema.get_field_index(schema.CALL_SITE)
+    df = _frame(inst.remove_column(at), as_float)
+    df.insert(at, HAS_CALL_SITE, site)
+    return df
 
 
 def _patch(own: pa.Array, hit: np.ndarray, values: pa.Array) -> pa.Array:

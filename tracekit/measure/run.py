@@ -236,6 +236,7 @@ def comm_table(attributed: pa.Table, timeline: Timeline | None = None) -> pa.Tab
     "has one", travels as the flag ``crossrank.HAS_CALL_SITE``.
     """
     df = crossrank.instance_rows(attributed)
+    site = df.pop(crossrank.HAS_CALL_SITE)  # the last column, as comm rows always had it
     if len(df):
         tl = timeline if timeline is not None else build_timeline(attributed)
         fused = (df[schema.KERNEL_CLASS] == KernelClass.FUSED).to_numpy()
@@ -245,9 +246,8 @@ def comm_table(attributed: pa.Table, timeline: Timeline | None = None) -> pa.Tab
             df[crossrank.END].to_numpy(dtype=np.int64), fused)
     else:
         df[schema.EXPOSED_NS] = pd.Series(dtype="int64")
-    site = df[schema.CALL_SITE]
-    df[crossrank.HAS_CALL_SITE] = site.notna() & (site.astype(str) != "")
-    return pa.Table.from_pandas(df.drop(columns=[schema.CALL_SITE]), preserve_index=False)
+    df[crossrank.HAS_CALL_SITE] = site
+    return pa.Table.from_pandas(df, preserve_index=False)
 
 
 def measure_ranks(attributed: pa.Table) -> RankMeasures:
