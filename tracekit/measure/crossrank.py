@@ -457,7 +457,10 @@ def _merge_logical(inst: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     np.minimum.at(first, group, np.arange(part.size, dtype=np.int64))
     last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last_end, group, end[part])
-    by_start = np.argsort(first)  # the collectives in the order of their first start
+    # the collectives in the order of their first start (distinct positions: counted out)
+    slot = np.full(part.size, -1, dtype=np.int64)
+    slot[first] = np.arange(n, dtype=np.int64)
+    by_start = slot[slot >= 0]
     keep = np.concatenate([np.flatnonzero(~has), part[first[by_start]]])
     return keep, np.concatenate([end[~has], last_end[by_start]])
 
