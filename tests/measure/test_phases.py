@@ -232,3 +232,23 @@ def test_phase_exposed_over_layers_counts_overlap_once(attributed_builder,
     expect = (union_end - 100) if union_end is not None else 100 + 150
     assert by[(0, None)][schema.EXPOSED_NS] == expect
     assert by[(0, None)][schema.COMM_NS] == (expect + 50)
+
+
+def test_segments_of_rows_in_key_and_start_order_match_the_general_union() -> None:
+    """GIVEN random nested, touching and empty intervals on 6 keys, the rows in (key, start)
+    order (the timeline's) and in no order WHEN taking each key's union as segments
+    THEN both give the segments of the placed union and the tick-by-tick busy time."""
+    rng = np.random.default_rng(13)
+    count, horizon = 500, 300
+    key = rng.integers(0, 6, count).astype(np.int64)
+    s = rng.integers(0, horizon - 40, count).astype(np.int64)
+    e = s + rng.integers(0, 40, count)
+    order = np.lexsort((s, key))
+    lanes = Lanes.build(key, s, e, 6)
+    u = union(lanes, key, s, e)
+    want = (u.lane.tolist(), lanes.unplace(u.lane, u.start).tolist(),
+            lanes.unplace(u.lane, u.end).tolist())
+    for k, a, b in ((key[order], s[order], e[order]), (key, s, e)):
+        got = segments(k, a, b, 6)
+        assert (got.key.tolist(), got.start.tolist(), got.end.tolist()) == want
+        assert list(got.length(6)) == list(_brute(key, s, e, 6, horizon).sum(axis=1))
