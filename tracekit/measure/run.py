@@ -26,10 +26,12 @@ from tracekit import model, schema, tables
 from tracekit.measure import a2a, coverage, crossrank, evidence, fit, phasetable
 from tracekit.measure.bounds import (
     A2A_OPS,
+    OpCodes,
     bus_factor_v,
     hierarchical_ns,
     lower_bound_v,
     message_size_v,
+    op_codes,
 )
 from tracekit.measure.hardware import HardwareProfile, load_profile
 from tracekit.measure.phases import Timeline, build_timeline, exposed_ns, time_classes
@@ -41,7 +43,8 @@ NODES, PER_NODE = "nodes", "per_node"
 
 
 def _bounds(df: pd.DataFrame, n: np.ndarray, size: np.ndarray,
-            profile: HardwareProfile | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            profile: HardwareProfile | None, coded: OpCodes
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(link class, bound ns, alpha ns) per row from the profile and the group's layout."""
     link = np.full(len(df), None, dtype=object)
     bound = np.full(len(df), np.nan)
@@ -54,10 +57,10 @@ def _bounds(df: pd.DataFrame, n: np.ndarray, size: np.ndarray,
     lc = profile.intra_link
     bw = np.asarray([lc.effective_gbps(p - 1) for p in np.unique(per_node)])
     bw_row = bw[np.searchsorted(np.unique(per_node), per_node)]
-    alpha = lc.alpha_ns(ops, n)
-    b = lower_bound_v(ops, size, n, alpha, bw_row)
+    alpha = lc.alpha_ns(coded, n)
+    b = lower_bound_v(coded, size, n, alpha, bw_row)
     if lc.nvls_gbps:
-        nvls = lower_bound_v(ops, size, n, alpha, lc.nvls_gbps)
+        nvls = lower_bound_v(coded, size, n, alpha, lc.nvls_gbps)
         b = np.where(ops == Op.ALL_REDUCE, np.fmin(b, nvls), b)
     bound[single] = b[single]
     alpha_row[single] = alpha[single]
@@ -107,6 +110,7 @@ class _Sized:
     alpha: np.ndarray
     matrix: pa.Table
     summary: pa.Table
+    ops: OpCodes  # the rows' ops, factorized once for the vector functions (bounds.op_codes)
     profile: HardwareProfile | None = None
 
 
@@ -131,26 +135,25 @@ def size_and_bound(df: pd.DataFrame, run: model.Run, profile: HardwareProfile | 
     evidence.split_times(df, n, evidence.profiler_times(run.extra))
     layout = group_layout(df[crossrank.MEMBERS], pd.Series(n, index=df.index), nodes)
     df[NODES], df[PER_NODE] = layout[NODES], layout[PER_NODE]
-    ops = df[schema.OP].to_numpy(dtype=object)
-    size = message_size_v(ops, df[schema.IN_BYTES].astype("float64"),
+    coded = op_codes(df[schema.OP].to_numpy(dtype=object))  # once for every vector below
+    size = message_size_v(coded, df[schema.IN_BYTES].astype("float64"),
                           df[schema.OUT_BYTES].astype("float64"), n)
     size = pd.Series(size).groupby(df[schema.INSTANCE].to_numpy()).transform("max").to_numpy(
         dtype=np.float64, copy=True)
     matrix = a2a.matrices(df, nodes, profile)
     summary = a2a.summary(matrix, df, profile, df.drop_duplicates(schema.INSTANCE).set_index(
         schema.INSTANCE)[PER_NODE] - 1)
-    link, bound, alpha = _bounds(df, n, size, profile)
+    link, bound, alpha = _bounds(df, n, size, profile, coded)
     _a2a_overrides(df, summary, a2a.instance_bytes(matrix), link, bound, size)
     if profile is not None and profile.inter != profile.intra:  # inter-node-bound: its alpha
         alpha = np.where(link == profile.inter, profile.inter_link.alpha_us * 1e3, alpha)
     # a bound needs the communicator's real size (more than one member) and known bytes
     bound = np.where((n > 1) & np.isfinite(size), bound, np.nan)
-    return _Sized(n, size, link, bound, alpha, matrix, summary, profile)
+    return _Sized(n, size, link, bound, alpha, matrix, summary, coded, profile)
 
 
 def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.DataFrame:
     """MEASURED rows as a frame: times from crossrank, sizes and bounds, exposed time."""
-    ops = df[schema.OP].to_numpy(dtype=object)
     transfer = df[schema.TRANSFER_NS].to_numpy(dtype=np.float64, na_value=np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(transfer > 0, sized.size / transfer, np.nan)
@@ -171,7 +174,7 @@ def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.D
         schema.LINK_CLASS: sized.link, schema.MSG_BYTES: sized.size, schema.N_RANKS: sized.n,
         schema.BOUND_NS: bound, schema.EFFICIENCY: np.where(exceeded, np.nan, efficiency),
         schema.ALGBW_GBPS: algbw,
-        schema.BUSBW_GBPS: algbw * bus_factor_v(ops, sized.n),
+        schema.BUSBW_GBPS: algbw * bus_factor_v(sized.ops, sized.n),
         schema.EXPOSED_NS: pd.array(np.asarray(exposed), dtype="Int64")
         if np.issubdtype(np.asarray(exposed).dtype, np.integer) else exposed,
         schema.LATENCY_BOUND: latency.where(np.isfinite(bound), pd.NA),
@@ -280,9 +283,8 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
         keys, kind="stable").index, dtype=np.int64) if rank_order else None
     measured_table = crossrank.table_of(measured, schema.MEASURED, order=order)
     cover = coverage.coverage_table(run, df, measured)
-    ops = df[schema.OP].to_numpy(dtype=object)
     first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
-    bus_bytes = sized.size * bus_factor_v(ops, sized.n)
+    bus_bytes = sized.size * bus_factor_v(sized.ops, sized.n)
     fits = fit.fit_table(measured[first].assign(**{fit.BUS_BYTES: bus_bytes[first]}), profile)
     strag = crossrank.stragglers(df)
     findings = _concat(crossrank.straggler_findings(strag, df), bound_findings(measured, sized),
