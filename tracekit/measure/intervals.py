@@ -169,18 +169,18 @@ def _ordered_segments(keys: I64, start: I64, end: I64, n_keys: int) -> Segments 
     if not ((start[1:] >= start[:-1]) | step).all():
         return None
     heads = np.concatenate([[0], np.flatnonzero(step) + 1])
-    stop = np.maximum(end, start)
+    placed_end = np.maximum(end, start)
     origin = np.zeros(n_keys, dtype=np.int64)
     origin[keys[heads]] = start[heads]
-    width = int((stop - origin[keys]).max()) + 1
+    width = int((np.maximum.reduceat(placed_end, heads) - start[heads]).max()) + 1
     if width * max(n_keys, 1) >= _LIMIT:
         return None  # the general path raises
     offset = np.arange(n_keys, dtype=np.int64) * width - origin
     shift = offset[keys]
-    placed_start, placed_end = start + shift, stop + shift
+    placed_end += shift
     run = np.maximum.accumulate(placed_end)
     new = np.ones(start.size, dtype=bool)
-    new[1:] = placed_start[1:] > run[:-1]
+    np.greater(start[1:] + shift[1:], run[:-1], out=new[1:])
     first = np.flatnonzero(new)
     return Segments(keys[first], start[first],
                     np.maximum.reduceat(placed_end, first) - shift[first])
