@@ -252,3 +252,18 @@ def test_segments_of_rows_in_key_and_start_order_match_the_general_union() -> No
         got = segments(k, a, b, 6)
         assert (got.key.tolist(), got.start.tolist(), got.end.tolist()) == want
         assert list(got.length(6)) == list(_brute(key, s, e, 6, horizon).sum(axis=1))
+
+
+def test_value_codes_of_dictionary_and_plain_text_agree() -> None:
+    """GIVEN the same texts (one wanted, one not, a null row) as a dictionary column whose
+    dictionary also holds a null, and as plain strings WHEN coding them against a tuple
+    THEN both give the index, -1 for another text and -2 for a null."""
+    from tracekit.measure.phases import value_codes
+
+    dictionary = pa.array(["comm", None, "other", "compute"])
+    coded = pa.DictionaryArray.from_arrays(pa.array([0, 2, None, 1, 3], pa.int32()), dictionary)
+    plain = pa.array(["comm", "other", None, None, "compute"])
+    want = [0, -1, -2, -2, 1]
+    for column in (coded, plain):
+        table = pa.table({"t": pa.chunked_array([column[:2], column[2:]])})
+        assert value_codes(table, "t", ("comm", "compute")).tolist() == want

@@ -55,7 +55,8 @@ def value_codes(table: pa.Table, name: str, values: tuple[str, ...]) -> npt.NDAr
             idx = pc.fill_null(pc.index_in(chunk.cast(pa.string()), want), -1)
         codes = np.array(pc.fill_null(idx, -2).to_numpy(zero_copy_only=False),
                          dtype=np.int32)  # a writable copy
-        codes[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
+        if not pa.types.is_dictionary(chunk.type):  # (a null index took a null: -2 already)
+            codes[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
         out.append(codes)
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
 
