@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from tracekit import api, schema
@@ -362,3 +363,28 @@ def test_call_site_flag_merges_the_wrappers_value(attributed_builder) -> None:
     comm = comm_table(t)
     assert comm.column_names[-1] == crossrank.HAS_CALL_SITE
     assert schema.CALL_SITE not in comm.column_names
+
+
+@pytest.mark.parametrize("values", [
+    [["b", None, "a"], ["a", "c", None, "b"]],  # two chunks, dictionaries of their own
+    [[None, None], [None]],  # nothing but nulls
+    [[]],
+])
+def test_text_columns_from_codes_equal_the_frames_encoding(values) -> None:
+    """GIVEN text as dictionary-encoded chunks (each with its own dictionary, or all null)
+    WHEN table_of takes them as given texts instead of converting the frame's column
+    THEN the table holds the same dictionary and indices the frame's strings encode to."""
+    import pandas as pd
+
+    typ = pa.dictionary(pa.int32(), pa.string())
+    chunks = [pc.dictionary_encode(pa.array(v, pa.string())) for v in values]
+    column = pa.chunked_array(chunks, type=typ)
+    target = pa.schema([pa.field(schema.NAME, typ)])
+    flat = [x for v in values for x in v]
+    frame = pd.DataFrame({schema.NAME: pd.Series(flat, dtype=object)})
+    want = crossrank.table_of(frame, target).column(schema.NAME).combine_chunks()
+    got = crossrank.table_of(frame, target, texts={schema.NAME: column}).column(
+        schema.NAME).combine_chunks()
+    assert got.dictionary.equals(want.dictionary)
+    assert got.indices.equals(want.indices)
+    assert got.to_pylist() == flat

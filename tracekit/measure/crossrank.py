@@ -23,6 +23,7 @@ caused the others. Times stay integers: no ``*_ns`` value passes through a float
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -119,13 +120,19 @@ def _int_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return values, mask
 
 
-def table_of(df: pd.DataFrame, target: pa.Schema, *, order: np.ndarray | None = None
-             ) -> pa.Table:
+def table_of(df: pd.DataFrame, target: pa.Schema, *, order: np.ndarray | None = None,
+             texts: Mapping[str, pa.ChunkedArray | pa.Array] | None = None) -> pa.Table:
     """A pandas frame as a table of ``target`` (NaN -> null; integer values kept exact);
-    ``order``: the rows at these positions, as of ``df.take(order)`` but a column at a time."""
+    ``order``: the rows at these positions, as of ``df.take(order)`` but a column at a time;
+    ``texts``: dictionary-encoded text columns holding the frame's values in the table's row
+    order (after ``order``), used instead of the frame's (the same table, not hashing the
+    frame's strings)."""
     arrays = []
     for f in target:
         typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        if texts is not None and f.name in texts and pa.types.is_string(typ):
+            arrays.append(_in_first_order(texts[f.name], f.type))
+            continue
         if f.name not in df.columns:
             arrays.append(pa.nulls(len(df), typ))
             continue
@@ -150,6 +157,28 @@ def table_of(df: pd.DataFrame, target: pa.Schema, *, order: np.ndarray | None = 
             arrays.append(pa.array(col, type=typ, from_pandas=True))
     table = pa.Table.from_arrays(arrays, names=[f.name for f in target])
     return schema.conform(table, target)
+
+
+def _in_first_order(column: pa.ChunkedArray | pa.Array, typ: pa.DataType) -> pa.Array:
+    """A dictionary-encoded text column as ``_text_array`` encodes text: the values in order
+    of first appearance (only those that appear), missing values null; as ``typ``."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.unify_dictionaries().combine_chunks() if column.num_chunks else \
+            pa.array([], pa.dictionary(pa.int32(), pa.string()))
+    codes = np.asarray(pc.fill_null(column.indices, -1).to_numpy(), dtype=np.int64)
+    missing = codes < 0
+    seen, first = np.unique(codes[~missing], return_index=True)
+    used = seen[np.argsort(first, kind="stable")]  # the codes in order of first appearance
+    renumber = np.zeros(len(column.dictionary), dtype=np.int64)
+    renumber[used] = np.arange(used.size, dtype=np.int64)
+    value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
+    words = column.dictionary.take(pa.array(used, pa.int64())).cast(value_type)
+    renumbered = np.zeros(codes.size, dtype=np.int64)  # 0 under a null (as a cast leaves)
+    renumbered[~missing] = renumber[codes[~missing]]
+    indices = pa.array(renumbered, mask=missing)
+    if pa.types.is_dictionary(typ):
+        return pa.DictionaryArray.from_arrays(indices.cast(typ.index_type), words)
+    return words.take(indices)
 
 
 def _text_array(col: pd.Series, typ: pa.DataType) -> pa.Array:

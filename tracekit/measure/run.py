@@ -207,6 +207,13 @@ CROSS_RANK_COLUMNS = (
 )
 
 
+# MEASURED's text columns that are the comm rows' own (no stage of cross_rank writes them):
+# they come from the comm rows' dictionary codes, not from the frame's Python strings
+PASSED_TEXT = (schema.NAME, schema.OP, schema.GROUP, schema.PATH, schema.PHASE,
+               schema.KERNEL_CLASS)
+COMM_ROW = "_comm_row"  # cross_rank: the comm row each matched row came from
+
+
 @dataclass
 class RankMeasures:
     """The per-rank half of the measure (:func:`measure_ranks`): what each rank measures alone."""
@@ -271,8 +278,12 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
     then rank), or with ``rank_order`` by (rank, start, event id).
     """
     profile = load_profile(options.hardware) if options.hardware is not None else None
-    frame = comm_frame(comm)
+    frame, encoded = _comm_frame(comm)
     del comm  # freed here when the caller passed it without keeping it (a partitioned run)
+    # the comm rows' own text columns, as dictionary codes: MEASURED takes them from here
+    texts = encoded.select([c for c in PASSED_TEXT if c in encoded.column_names])
+    del encoded
+    frame[COMM_ROW] = np.arange(len(frame), dtype=np.int64)
     df = crossrank.match(crossrank.fill_members(frame, options.topology))
     del frame
     sized = size_and_bound(df, run, profile)
@@ -281,7 +292,11 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
     # rank order: the frame's rows taken a column at a time, not a sorted copy of it all
     order = np.asarray(measured[keys].reset_index(drop=True).sort_values(
         keys, kind="stable").index, dtype=np.int64) if rank_order else None
-    measured_table = crossrank.table_of(measured, schema.MEASURED, order=order)
+    rows = df[COMM_ROW].to_numpy(dtype=np.int64)
+    rows = pa.array(rows if order is None else rows[order])
+    measured_table = crossrank.table_of(measured, schema.MEASURED, order=order, texts={
+        c: texts.column(c).take(rows) for c in texts.column_names})
+    del texts
     cover = coverage.coverage_table(run, df, measured)
     first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
     bus_bytes = sized.size * bus_factor_v(sized.ops, sized.n)
@@ -296,6 +311,11 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
 def comm_frame(comm: pa.Table) -> pd.DataFrame:
     """comm_table's rows as the frame crossrank.match takes (an empty one when none), with
     only the columns :func:`cross_rank` reads (CROSS_RANK_COLUMNS)."""
+    return _comm_frame(comm)[0]
+
+
+def _comm_frame(comm: pa.Table) -> tuple[pd.DataFrame, pa.Table]:
+    """comm_frame, and the table it converted (its text columns dictionary-encoded)."""
     if not comm.num_rows:
         comm = comm_table(schema.empty(schema.ATTRIBUTED))
     comm = crossrank.with_call_site_flag(comm)  # comm rows written before the flag
@@ -310,7 +330,7 @@ def comm_frame(comm: pa.Table) -> pd.DataFrame:
     df = tables.to_frame(comm)
     df.insert(columns.index(schema.PG_RANKS), schema.PG_RANKS,
               pd.Series(ranks, dtype=object, copy=False))
-    return df
+    return df, comm
 
 
 def _ranks_by_members(comm: pa.Table) -> np.ndarray:
