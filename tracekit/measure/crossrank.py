@@ -167,9 +167,12 @@ def _in_first_order(column: pa.ChunkedArray | pa.Array, typ: pa.DataType) -> pa.
             pa.array([], pa.dictionary(pa.int32(), pa.string()))
     codes = np.asarray(pc.fill_null(column.indices, -1).to_numpy(), dtype=np.int64)
     missing = codes < 0
-    seen, first = np.unique(codes[~missing], return_index=True)
-    used = seen[np.argsort(first, kind="stable")]  # the codes in order of first appearance
-    renumber = np.zeros(len(column.dictionary), dtype=np.int64)
+    size = len(column.dictionary)
+    first = np.full(size, codes.size, dtype=np.int64)  # each code's first row (none: n)
+    np.minimum.at(first, codes[~missing], np.flatnonzero(~missing))
+    seen = np.flatnonzero(first < codes.size)
+    used = seen[np.argsort(first[seen], kind="stable")]  # in order of first appearance
+    renumber = np.zeros(size, dtype=np.int64)
     renumber[used] = np.arange(used.size, dtype=np.int64)
     value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
     words = column.dictionary.take(pa.array(used, pa.int64())).cast(value_type)
