@@ -75,6 +75,13 @@ def test_vectorised_variants_equal_scalar() -> None:
     t = bounds.lower_bound_v(ops, s, n, 1000.0, 10.0)
     assert t[0] == pytest.approx(bounds.lower_bound_ns(Op.ALL_REDUCE, 100.0, 8, 1000.0, 10.0))
     assert t[0] == pytest.approx(1000 + 1.75 * 100 / 10)
+    # the ops factorized once give the same rows (NaN where there is no op)
+    coded = bounds.op_codes(ops)
+    for got, want in ((bounds.bus_factor_v(coded, n), f),
+                      (bounds.message_size_v(coded, ib, ob, n), s),
+                      (bounds.lower_bound_v(coded, s, n, 1000.0, 10.0), t),
+                      (bounds.ring_steps_v(coded, n), bounds.ring_steps_v(ops, n))):
+        assert np.array_equal(got, want, equal_nan=True)
 
 
 def test_lower_bound_h200_allreduce() -> None:

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from tracekit import api, schema
@@ -254,3 +255,136 @@ def test_unknown_communicator_is_not_matched(attributed_builder) -> None:
     rows = [_coll(0, 0, 50), _coll(1, 0, 80)]
     df = crossrank.match(crossrank.instance_rows(attributed_builder(rows)))
     assert df[schema.INSTANCE].nunique() == 2 and set(df[schema.WAIT_NS]) == {0}
+
+
+def _object_merge(col, hit, taken: pa.Array, wrapper_nulls: bool):
+    """The merge as Python objects: the taken values as a full column (missing elsewhere)
+    written over ``col`` as objects, the dtype inferred back (what _merged_values keeps)."""
+    import numpy as np
+    import pandas as pd
+
+    full = [None] * len(col)
+    for i, v in zip(hit, taken.to_pylist(), strict=True):
+        full[i] = v
+    values = pa.array(full, type=taken.type).to_numpy(zero_copy_only=False)
+    if values.dtype.kind in "iu" and wrapper_nulls:
+        values = values.astype(np.float64)
+    values = values.astype(object)
+    has = ~pd.isna(values)
+    merged = col.astype(object).to_numpy(copy=True)
+    merged[has] = values[has]
+    return pd.Series(merged, index=col.index).infer_objects()
+
+
+@pytest.mark.parametrize(("base", "hit", "taken", "wrapper_nulls"), [
+    ([1.5, float("nan"), 3.0], [1], pa.array([7], pa.int64()), False),  # float col, some
+    ([1, 2, 3], [0, 2], pa.array([7, 8], pa.int64()), False),  # int col, some: float64
+    ([1, 2, 3], [0, 1, 2], pa.array([7, 8, 9], pa.int64()), False),  # every row: int64
+    ([1, 2, 3], [0, 1, 2], pa.array([7, 8, 9], pa.int64()), True),  # wrapper nulls: float
+    ([float("nan")] * 3, [0, 1, 2], pa.array([7, 8, 9], pa.int32()), False),  # int64
+    ([1, 2, 3], [2], pa.array([2**60 + 1], pa.int64()), False),  # rounded as a float
+    ([None, [1, 2], None], [0], pa.array([[3]], pa.list_(pa.int64())), False),  # lists
+    ([2**63, 1, 2], [0, 1, 2], pa.array([1, 2, 2**64 - 1], pa.uint64()), False),  # unsigned
+])
+def test_wrapper_values_merge_as_the_object_merge(base, hit, taken, wrapper_nulls) -> None:
+    """GIVEN instance rows' column (float, int, list, unsigned) and the values their CPU
+    wrappers give a subset (or all) of them WHEN merging
+    THEN values and dtype are those of writing the objects over the column and inferring."""
+    import numpy as np
+    import pandas as pd
+
+    dtype = {int: "int32", float: "float64"}.get(type(base[-1]), object)
+    if isinstance(base[0], int) and base[0] >= 2**63:
+        dtype = "uint64"
+    col = pd.Series(np.array(base, dtype=object).astype(dtype))
+    hit = np.asarray(hit, dtype=np.int64)
+    got = crossrank._merged_values(col, hit, taken, wrapper_nulls)
+    want = _object_merge(col, hit, taken, wrapper_nulls)
+    assert got.dtype == want.dtype
+    assert repr(got.tolist()) == repr(want.tolist())
+
+
+def test_fill_members_from_topology_only_where_missing() -> None:
+    """GIVEN rows of a known group without members (one with its own rank list), a row of a
+    group the topology does not know, a row with members and a row without a group
+    WHEN filling members from the topology
+    THEN only the known group's rows get the topology's members (flagged as such) and rank
+    lists where they had none; the others keep theirs."""
+    import numpy as np
+    import pandas as pd
+
+    class Topo:
+        def group_of(self, rank: int, group: str) -> list[int] | None:
+            return [0, 1] if group == "TP" else None
+
+    own = np.asarray([1, 0], dtype=np.int32)
+    df = pd.DataFrame({
+        schema.RANK: [0, 1, 0, 0, 1],
+        schema.GROUP: pd.Series(["TP", "TP", "EP", "TP", None], dtype=object),
+        crossrank.MEMBERS: pd.Series([None, None, None, "0,1,2", None], dtype=object),
+        schema.PG_RANKS: pd.Series([None, own, None, None, None], dtype=object),
+    })
+    out = crossrank.fill_members(df, Topo())
+    members = out[crossrank.MEMBERS].tolist()
+    assert members[:2] == ["0,1", "0,1"] and members[3] == "0,1,2"
+    assert pd.isna(members[2]) and pd.isna(members[4])
+    assert out[crossrank.FROM_TOPOLOGY].tolist() == [True, True, False, False, False]
+    ranks = out[schema.PG_RANKS].tolist()
+    assert ranks[0] == [0, 1] and ranks[1] is own
+    assert all(r is None or (isinstance(r, float) and np.isnan(r)) for r in ranks[2:])
+    assert out[crossrank.MEMBERS].dtype == object
+    assert df[crossrank.MEMBERS].isna().sum() == 4  # the input frame is not written
+
+
+def test_call_site_flag_merges_the_wrappers_value(attributed_builder) -> None:
+    """GIVEN instance rows with a call site, none, an empty one, one whose CPU wrapper has
+    an empty one, one whose wrapper has one, and one without a logical id
+    WHEN selecting instances (and building the comm rows)
+    THEN HAS_CALL_SITE says whether the merged call site (the wrapper's where it has one)
+    is neither null nor empty, and the comm rows carry the flag last, not the text."""
+    from tracekit.measure.run import comm_table
+
+    def wrapper(ts: int, lid: int, site: str) -> dict:
+        return _coll(0, ts, 5, logical_id=lid, call_site=site, is_instance=False,
+                     kind=Kind.CPU_OP, device=None)
+
+    rows = [
+        _coll(0, 0, 10, logical_id=1, call_site="a.py:1"),
+        _coll(0, 100, 10, logical_id=2), wrapper(95, 2, "w.py:9"),
+        _coll(0, 200, 10, logical_id=3, call_site=""),
+        _coll(0, 300, 10, logical_id=4, call_site="x.py:2"), wrapper(295, 4, ""),
+        _coll(0, 400, 10, call_site=None),
+    ]
+    t = attributed_builder(rows)
+    df = crossrank.instance_rows(t)
+    got = dict(zip(df[schema.TS_NS], df[crossrank.HAS_CALL_SITE], strict=True))
+    assert got == {0: True, 100: True, 200: False, 300: False, 400: False}
+    assert schema.CALL_SITE not in df.columns
+    comm = comm_table(t)
+    assert comm.column_names[-1] == crossrank.HAS_CALL_SITE
+    assert schema.CALL_SITE not in comm.column_names
+
+
+@pytest.mark.parametrize("values", [
+    [["b", None, "a"], ["a", "c", None, "b"]],  # two chunks, dictionaries of their own
+    [[None, None], [None]],  # nothing but nulls
+    [[]],
+])
+def test_text_columns_from_codes_equal_the_frames_encoding(values) -> None:
+    """GIVEN text as dictionary-encoded chunks (each with its own dictionary, or all null)
+    WHEN table_of takes them as given texts instead of converting the frame's column
+    THEN the table holds the same dictionary and indices the frame's strings encode to."""
+    import pandas as pd
+
+    typ = pa.dictionary(pa.int32(), pa.string())
+    chunks = [pc.dictionary_encode(pa.array(v, pa.string())) for v in values]
+    column = pa.chunked_array(chunks, type=typ)
+    target = pa.schema([pa.field(schema.NAME, typ)])
+    flat = [x for v in values for x in v]
+    frame = pd.DataFrame({schema.NAME: pd.Series(flat, dtype=object)})
+    want = crossrank.table_of(frame, target).column(schema.NAME).combine_chunks()
+    got = crossrank.table_of(frame, target, texts={schema.NAME: column}).column(
+        schema.NAME).combine_chunks()
+    assert got.dictionary.equals(want.dictionary)
+    assert got.indices.equals(want.indices)
+    assert got.to_pylist() == flat

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
 from tracekit import schema
-from tracekit.measure.intervals import Lanes, uncovered, union, union_length
+from tracekit.measure.intervals import (
+    Lanes,
+    group_rows,
+    lane_start_order,
+    segments,
+    uncovered,
+    union,
+    union_length,
+)
 from tracekit.measure.phases import build_timeline, exposed_ns, time_classes
 from tracekit.schema import KernelClass, Kind
 
@@ -153,3 +162,108 @@ def test_lanes_do_not_leak(lanes_count: int) -> None:
     got = uncovered(lanes, cover, lane, s - 50, e + 50)
     assert list(got) == [100] * lanes_count
     assert pa.array(got).type == pa.int64()
+
+
+@pytest.mark.parametrize("spread", [3, 10**6, 2**62])
+def test_group_rows_and_lane_order_match_numpy(spread: int) -> None:
+    """GIVEN integer columns with few distinct values in a narrow range, a wide range and
+    the extremes of int64 WHEN grouping rows and ordering by (lane, start)
+    THEN they equal np.unique and np.lexsort (the dense and the hashed paths agree)."""
+    rng = np.random.default_rng(spread % 1000)
+    a = rng.integers(-spread, spread, 500, dtype=np.int64)
+    b = rng.choice(np.array([-spread, 0, 5, spread - 1], dtype=np.int64), 500)
+    rows, inverse = group_rows(a, b)
+    expect, expect_inv = np.unique(np.stack([a, b], 1), axis=0, return_inverse=True)
+    assert rows.tolist() == expect.tolist()
+    assert inverse.tolist() == expect_inv.ravel().tolist()
+    lane = rng.integers(0, 4, 500).astype(np.int64)
+    start = rng.integers(-spread, spread, 500, dtype=np.int64) // 7 * 7  # with ties
+    assert lane_start_order(lane, start).tolist() == np.lexsort((start, lane)).tolist()
+    assert lane_start_order(lane[:0], start[:0]).tolist() == []
+
+
+def test_coarser_unions_from_segments_match_brute_force() -> None:
+    """GIVEN random nested, overlapping and touching intervals on 6 keys, each key part of
+    one of 3 coarser keys, in no order WHEN taking each key's union as segments and merging
+    them per coarser key THEN the busy times equal a tick-by-tick reference at both levels
+    and the merged segments are those of the coarser keys' union of the raw intervals."""
+    rng = np.random.default_rng(11)
+    count, horizon = 400, 300
+    fine = rng.integers(0, 6, count).astype(np.int64)
+    of_key = np.array([0, 0, 1, 2, 2, 2], dtype=np.int64)
+    s = rng.integers(0, horizon - 40, count).astype(np.int64)
+    e = s + rng.integers(0, 40, count)
+    per_key = segments(fine, s, e, 6)
+    assert list(per_key.length(6)) == list(_brute(fine, s, e, 6, horizon).sum(axis=1))
+    merged = per_key.merged(of_key, 3)
+    assert list(merged.length(3)) == list(_brute(of_key[fine], s, e, 3, horizon).sum(axis=1))
+    direct = segments(of_key[fine], s, e, 3)
+    for got, want in ((merged.key, direct.key), (merged.start, direct.start),
+                      (merged.end, direct.end)):
+        assert got.tolist() == want.tolist()
+    assert per_key.start.size > merged.start.size  # fewer segments than intervals
+
+
+@pytest.mark.parametrize("second_start", [300, 120])
+def test_phase_exposed_over_layers_counts_overlap_once(attributed_builder,
+                                                        second_start: int) -> None:
+    """GIVEN on GPU 0 compute [0,100) and two communication kernels of one phase in layers 0
+    and 1: [50,200) and [second_start, +150), apart or overlapping
+    WHEN building PHASES
+    THEN each layer's exposed time is its own, and the rank's all-layer row counts the
+    overlap once (the union of both minus the compute)."""
+    from tracekit.measure.phasetable import phase_table
+
+    rows = [
+        _row(0, 0, 7, 0, 100, K.COMPUTE, device=0, kind=Kind.KERNEL, phase="decode", layer=0),
+        _row(0, 0, 20, 50, 150, K.COMM, device=0, kind=Kind.KERNEL, phase="decode", layer=0),
+        _row(0, 0, 21, second_start, 150, K.COMM, device=0, kind=Kind.KERNEL, phase="decode",
+             layer=1),
+    ]
+    t = attributed_builder(rows)
+    out = phase_table(build_timeline(t), t, pd.DataFrame(
+        {c: pd.Series(dtype="Int64") for c in (schema.RANK, schema.LAYER, schema.MSG_BYTES,
+                                                schema.TRANSFER_NS, schema.WAIT_NS,
+                                                schema.NOTIFY_NS, schema.BOUND_NS)}
+        | {schema.PHASE: pd.Series(dtype=object)})).to_pylist()
+    by = {(r[schema.RANK], r[schema.LAYER]): r for r in out if r[schema.PHASE] == "decode"}
+    assert by[(0, 0)][schema.EXPOSED_NS] == 100 and by[(0, 1)][schema.EXPOSED_NS] == 150
+    union_end = max(200, second_start + 150) if second_start <= 200 else None
+    expect = (union_end - 100) if union_end is not None else 100 + 150
+    assert by[(0, None)][schema.EXPOSED_NS] == expect
+    assert by[(0, None)][schema.COMM_NS] == (expect + 50)
+
+
+def test_segments_of_rows_in_key_and_start_order_match_the_general_union() -> None:
+    """GIVEN random nested, touching and empty intervals on 6 keys, the rows in (key, start)
+    order (the timeline's) and in no order WHEN taking each key's union as segments
+    THEN both give the segments of the placed union and the tick-by-tick busy time."""
+    rng = np.random.default_rng(13)
+    count, horizon = 500, 300
+    key = rng.integers(0, 6, count).astype(np.int64)
+    s = rng.integers(0, horizon - 40, count).astype(np.int64)
+    e = s + rng.integers(0, 40, count)
+    order = np.lexsort((s, key))
+    lanes = Lanes.build(key, s, e, 6)
+    u = union(lanes, key, s, e)
+    want = (u.lane.tolist(), lanes.unplace(u.lane, u.start).tolist(),
+            lanes.unplace(u.lane, u.end).tolist())
+    for k, a, b in ((key[order], s[order], e[order]), (key, s, e)):
+        got = segments(k, a, b, 6)
+        assert (got.key.tolist(), got.start.tolist(), got.end.tolist()) == want
+        assert list(got.length(6)) == list(_brute(key, s, e, 6, horizon).sum(axis=1))
+
+
+def test_value_codes_of_dictionary_and_plain_text_agree() -> None:
+    """GIVEN the same texts (one wanted, one not, a null row) as a dictionary column whose
+    dictionary also holds a null, and as plain strings WHEN coding them against a tuple
+    THEN both give the index, -1 for another text and -2 for a null."""
+    from tracekit.measure.phases import value_codes
+
+    dictionary = pa.array(["comm", None, "other", "compute"])
+    coded = pa.DictionaryArray.from_arrays(pa.array([0, 2, None, 1, 3], pa.int32()), dictionary)
+    plain = pa.array(["comm", "other", None, None, "compute"])
+    want = [0, -1, -2, -2, 1]
+    for column in (coded, plain):
+        table = pa.table({"t": pa.chunked_array([column[:2], column[2:]])})
+        assert value_codes(table, "t", ("comm", "compute")).tolist() == want

@@ -91,25 +91,41 @@ def message_size(op: str, in_bytes: Num, out_bytes: Num, n: Num) -> Num:
     return float(out) if out.ndim == 0 else out
 
 
-def _by_op(ops: npt.ArrayLike, fn: Callable[[str, npt.NDArray[np.bool_]], FloatArray],
+@dataclass(frozen=True)
+class OpCodes:
+    """An op column factorized once (:func:`op_codes`): the vector functions below take it
+    instead of the ops themselves, so that several of them over one column hash it once."""
+
+    codes: npt.NDArray[np.intp]  # per row, its op's index in ``names`` (-1: no op)
+    names: np.ndarray
+
+
+def op_codes(ops: npt.ArrayLike) -> OpCodes:
+    codes, names = pd.factorize(np.asarray(ops, dtype=object))  # None / NaN: -1 (no op)
+    return OpCodes(np.asarray(codes), np.asarray(names, dtype=object))
+
+
+Ops = npt.ArrayLike | OpCodes  # per-row op names, or those factorized
+
+
+def _by_op(ops: Ops, fn: Callable[[str, npt.NDArray[np.bool_]], FloatArray],
            size: int) -> FloatArray:
     """Apply ``fn(op, mask)`` once per distinct op value; vectorised within each op."""
-    ops_arr = np.asarray(ops, dtype=object)
+    coded = ops if isinstance(ops, OpCodes) else op_codes(ops)
     out = np.full(size, np.nan)
-    codes, names = pd.factorize(ops_arr)  # None / NaN: -1 (no op)
-    for k in np.argsort(np.asarray(names, dtype=str), kind="stable"):
-        mask = codes == k
-        out[mask] = fn(str(names[k]), mask)
+    for k in np.argsort(np.asarray(coded.names, dtype=str), kind="stable"):
+        mask = coded.codes == k
+        out[mask] = fn(str(coded.names[k]), mask)
     return out
 
 
-def bus_factor_v(ops: npt.ArrayLike, n: npt.ArrayLike) -> FloatArray:
+def bus_factor_v(ops: Ops, n: npt.ArrayLike) -> FloatArray:
     """``bus_factor`` over arrays of op names and group sizes (None op -> NaN)."""
     nn = np.asarray(n, dtype=np.float64)
     return _by_op(ops, lambda op, m: np.asarray(bus_factor(op, nn[m])), nn.size)
 
 
-def ring_steps_v(ops: npt.ArrayLike, n: npt.ArrayLike) -> FloatArray:
+def ring_steps_v(ops: Ops, n: npt.ArrayLike) -> FloatArray:
     """NCCL ring latency steps (tuning.cc ``nsteps``): AllReduce 2(n-1), AllGather and
     ReduceScatter n-1, other collectives n; point-to-point and all-to-all (run as grouped
     p2p) 1. NaN for unknown ops."""
@@ -128,7 +144,7 @@ def ring_steps_v(ops: npt.ArrayLike, n: npt.ArrayLike) -> FloatArray:
     return _by_op(ops, steps, nn.size)
 
 
-def message_size_v(ops: npt.ArrayLike, in_bytes: npt.ArrayLike, out_bytes: npt.ArrayLike,
+def message_size_v(ops: Ops, in_bytes: npt.ArrayLike, out_bytes: npt.ArrayLike,
                    n: npt.ArrayLike) -> FloatArray:
     """``message_size`` over arrays (NaN where bytes are unknown)."""
     i = np.asarray(in_bytes, dtype=np.float64)
@@ -170,7 +186,7 @@ def lower_bound_ns(op: str, msg_bytes: Num, n: Num, alpha_ns: Num, bw_gbps: Num)
     return float(out) if out.ndim == 0 else out
 
 
-def lower_bound_v(ops: npt.ArrayLike, msg_bytes: npt.ArrayLike, n: npt.ArrayLike,
+def lower_bound_v(ops: Ops, msg_bytes: npt.ArrayLike, n: npt.ArrayLike,
                   alpha_ns: npt.ArrayLike, bw_gbps: npt.ArrayLike) -> FloatArray:
     """``lower_bound_ns`` over arrays: per-row op, S, n, alpha and bandwidth."""
     nn = np.asarray(n, dtype=np.float64)

@@ -85,7 +85,7 @@ def _flags(df: pd.DataFrame, measured: pd.DataFrame, launches: pa.Table | None) 
     eff = measured[schema.EFFICIENCY].notna()
     transfer = measured[schema.TRANSFER_NS].astype("float64")
     return pd.DataFrame({
-        _KEY: crossrank.communicator_key(df).fillna(""),
+        _KEY: crossrank.communicator_of(df).fillna(""),
         schema.COUNT: 1,
         schema.WITH_BYTES: df[schema.IN_BYTES].notna() | df[schema.OUT_BYTES].notna(),
         schema.WITH_COMM_META: meta,
@@ -115,9 +115,7 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     out[schema.EFFICIENCY] = _eff(g[_B].sum(), g[_T].sum())
     side = df.assign(**{_KEY: code})
     gs = side.groupby(_KEY, sort=True)
-    label = side.dropna(subset=[schema.GROUP]).groupby([_KEY, schema.GROUP]).size()
-    out[schema.GROUP] = (label.sort_values(ascending=False, kind="stable").reset_index()
-                         .drop_duplicates(_KEY).set_index(_KEY)[schema.GROUP])
+    out[schema.GROUP] = _labels(np.asarray(code, dtype=np.int64), df[schema.GROUP])
     out[schema.PG_NAME] = gs[schema.PG_NAME].first()
     out[schema.PG_DESC] = gs[schema.PG_DESC].first()
     out[schema.GROUP_SIZE] = gs[crossrank.N_GROUP].max()
@@ -150,6 +148,22 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     # communicators nothing identifies last
     order = np.lexsort((out.index.to_numpy(dtype=str), out.index == ""))
     return out.iloc[order].reset_index(drop=True)
+
+
+def _labels(code: np.ndarray, group: pd.Series) -> pd.Series:
+    """Per communicator code, the group label most of its rows carry (ties: the first in
+    sorted order), indexed by the codes that have one: counted per (code, label code)."""
+    g_code, names = pd.factorize(group, sort=True)  # no label: -1
+    has = g_code >= 0
+    if not has.any():
+        return pd.Series(dtype=object)
+    n_names = len(names)
+    counts = np.bincount(code[has] * n_names + g_code[has],
+                         minlength=(int(code.max()) + 1) * n_names).reshape(-1, n_names)
+    seen = counts.max(axis=1) > 0
+    best = counts.argmax(axis=1)  # the first of the most frequent: the smallest label
+    return pd.Series(np.asarray(names, dtype=object)[best[seen]], index=np.flatnonzero(seen),
+                     dtype=object)
 
 
 def clocks(run: model.Run, df: pd.DataFrame, n_ranks: int) -> tuple[str, float]:

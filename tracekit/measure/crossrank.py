@@ -23,6 +23,7 @@ caused the others. Times stay integers: no ``*_ns`` value passes through a float
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema
+from tracekit.measure.intervals import group_rows
 from tracekit.measure.textmask import text_mask
 from tracekit.schema import KernelClass, Op
 
@@ -40,7 +42,7 @@ STRAGGLER_MIN_WAIT_FRACTION = 0.05
 END = "_end"
 ROW = "_row"
 MEMBERS = "_members"
-KEY = "_key"
+KEY = "_key"  # match: the communicator of each row (communicator_key), kept for coverage
 N_SEEN = "_n_seen"
 LAST = "_last"
 N_GROUP = "_n_group"  # the communicator's real size (measure.evidence.group_size)
@@ -118,13 +120,19 @@ def _int_parts(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return values, mask
 
 
-def table_of(df: pd.DataFrame, target: pa.Schema, *, order: np.ndarray | None = None
-             ) -> pa.Table:
+def table_of(df: pd.DataFrame, target: pa.Schema, *, order: np.ndarray | None = None,
+             texts: Mapping[str, pa.ChunkedArray | pa.Array] | None = None) -> pa.Table:
     """A pandas frame as a table of ``target`` (NaN -> null; integer values kept exact);
-    ``order``: the rows at these positions, as of ``df.take(order)`` but a column at a time."""
+    ``order``: the rows at these positions, as of ``df.take(order)`` but a column at a time;
+    ``texts``: dictionary-encoded text columns holding the frame's values in the table's row
+    order (after ``order``), used instead of the frame's (the same table, not hashing the
+    frame's strings)."""
     arrays = []
     for f in target:
         typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        if texts is not None and f.name in texts and pa.types.is_string(typ):
+            arrays.append(_in_first_order(texts[f.name], f.type))
+            continue
         if f.name not in df.columns:
             arrays.append(pa.nulls(len(df), typ))
             continue
@@ -151,6 +159,31 @@ def table_of(df: pd.DataFrame, target: pa.Schema, *, order: np.ndarray | None = 
     return schema.conform(table, target)
 
 
+def _in_first_order(column: pa.ChunkedArray | pa.Array, typ: pa.DataType) -> pa.Array:
+    """A dictionary-encoded text column as ``_text_array`` encodes text: the values in order
+    of first appearance (only those that appear), missing values null; as ``typ``."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.unify_dictionaries().combine_chunks() if column.num_chunks else \
+            pa.array([], pa.dictionary(pa.int32(), pa.string()))
+    codes = np.asarray(pc.fill_null(column.indices, -1).to_numpy(), dtype=np.int64)
+    missing = codes < 0
+    size = len(column.dictionary)
+    first = np.full(size, codes.size, dtype=np.int64)  # each code's first row (none: n)
+    np.minimum.at(first, codes[~missing], np.flatnonzero(~missing))
+    seen = np.flatnonzero(first < codes.size)
+    used = seen[np.argsort(first[seen], kind="stable")]  # in order of first appearance
+    renumber = np.zeros(size, dtype=np.int64)
+    renumber[used] = np.arange(used.size, dtype=np.int64)
+    value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
+    words = column.dictionary.take(pa.array(used, pa.int64())).cast(value_type)
+    renumbered = np.zeros(codes.size, dtype=np.int64)  # 0 under a null (as a cast leaves)
+    renumbered[~missing] = renumber[codes[~missing]]
+    indices = pa.array(renumbered, mask=missing)
+    if pa.types.is_dictionary(typ):
+        return pa.DictionaryArray.from_arrays(indices.cast(typ.index_type), words)
+    return words.take(indices)
+
+
 def _text_array(col: pd.Series, typ: pa.DataType) -> pa.Array:
     """A text column as ``typ`` (a string type, or a dictionary of one): each distinct value
     converted once, in order of first appearance with missing values as nulls, as a cast to
@@ -172,14 +205,16 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     Their communication metadata is completed from the CPU wrapper rows of the same logical
     collective (same rank and logical id, ``is_instance`` false): on gloo traces the runloop
     span says ``all_to_all`` with in = out bytes while the c10d op that launched it holds the
-    split sizes and the gathered output size.
+    split sizes and the gathered output size. The call site comes as the flag HAS_CALL_SITE
+    (what coverage reads of it), in its column's place.
     """
     flag = attributed.column(schema.IS_INSTANCE)
     comm_like = text_mask(attributed.column(schema.KERNEL_CLASS),
                           [KernelClass.COMM, KernelClass.FUSED])
     on_device = _mask(pc.is_valid(attributed.column(schema.DEVICE)))
     fallback = _mask(pc.is_null(flag)) & comm_like & on_device
-    rows = np.flatnonzero(_mask(flag) | fallback)
+    selected = _mask(flag) | fallback
+    rows = np.flatnonzero(selected)
     notify = _notify_mask(attributed)
     wrapper = ~_mask(pc.fill_null(flag, True)) & _valid(attributed, schema.LOGICAL_ID) & \
         _valid(attributed, schema.OP) & ~notify
@@ -190,7 +225,7 @@ def instance_rows(attributed: pa.Table) -> pd.DataFrame:
     # other columns are taken, decoded or converted: one take of them, of the kept rows
     keep, end = _merge_logical(attributed.select(
         [schema.RANK, schema.TS_NS, schema.DUR_NS, schema.LOGICAL_ID]).take(pa.array(rows)))
-    as_float = _nullable_ints(attributed.select(list(_COLUMNS)), rows)
+    as_float = _nullable_ints(attributed.select(list(_COLUMNS)), selected)
     inst = attributed.select(list(_COLUMNS)).take(pa.array(rows[keep]))
     df, pg_ranks = _enrich(inst, wrappers, as_float)
     df[ROW] = rows[keep]
@@ -208,13 +243,14 @@ def _valid(table: pa.Table, column: str) -> npt.NDArray[np.bool_]:
     return _mask(pc.is_valid(table.column(column)))
 
 
-def _nullable_ints(table: pa.Table, rows: np.ndarray) -> list[str]:
-    """Integer columns holding a null on one of ``rows``: pandas gives them as float64 (also
-    on a subset of the rows that happens to have none, so that a merged frame keeps the
-    whole one's dtypes)."""
+def _nullable_ints(table: pa.Table, rows: npt.NDArray[np.bool_]) -> list[str]:
+    """Integer columns holding a null on one of the ``rows`` (a mask): pandas gives them as
+    float64 (also on a subset of the rows that happens to have none, so that a merged frame
+    keeps the whole one's dtypes)."""
+    selected = pa.array(rows)
     return [f.name for f in table.schema
             if pa.types.is_integer(f.type) and table.column(f.name).null_count
-            and not _valid(table, f.name)[rows].all()]
+            and pc.any(pc.and_(pc.is_null(table.column(f.name)), selected)).as_py()]
 
 
 def _notify_mask(attributed: pa.Table) -> npt.NDArray[np.bool_]:
@@ -281,43 +317,101 @@ def _enrich(inst: pa.Table, wrappers: pa.Table, as_float: list[str]
     """Take each metadata column from the wrapper where it has a value (the first wrapper of
     the same rank and logical id that has one). String columns merge in Arrow; the others
     keep the types the pandas merge gave them (python objects inferred back to a dtype).
-    Also returns the merged PG_RANKS as an Arrow array (what MEMBERS is joined from)."""
+    Also returns the merged PG_RANKS as an Arrow array (what MEMBERS is joined from).
+
+    Only the instance rows that get a wrapper's value are taken and decoded (on most
+    collectives the wrappers carry none), and the merge writes those rows alone."""
     own_ranks = inst.column(schema.PG_RANKS).combine_chunks()
+    site = call_site_flags(inst.column(schema.CALL_SITE))  # never decoded: only "has one"
     if wrappers.num_rows == 0 or inst.num_rows == 0 or \
             inst.column(schema.LOGICAL_ID).null_count == inst.num_rows:
-        return _frame(inst, as_float), own_ranks
+        return _flagged_frame(inst, as_float, site), own_ranks
     codes, group = _first_valid(wrappers, inst)
     n_groups = int(codes.max(initial=-1)) + 1
-    found: dict[str, pa.Array] = {}
+    found: dict[str, tuple[np.ndarray, pa.Array]] = {}  # the rows that get one, their values
     for col in _META:
-        w = _decode(wrappers.column(col))
+        w = wrappers.column(col)
         valid = np.flatnonzero(_mask(pc.is_valid(w)))
         first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first, codes[valid], valid)
         pick = np.where(group >= 0, first[np.clip(group, 0, None)], np.iinfo(np.int64).max)
-        none = pick == np.iinfo(np.int64).max
-        taken = pc.take(w, pa.array(np.where(none, 0, pick), mask=none))
-        found[col] = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
-    strings = [c for c in _META if pa.types.is_string(found[c].type)]
+        hit = np.flatnonzero(pick != np.iinfo(np.int64).max)
+        taken = _decode(pc.take(w, pa.array(pick[hit])))
+        found[col] = hit, (taken.combine_chunks() if isinstance(taken, pa.ChunkedArray)
+                           else taken)
+    hit, taken = found[schema.CALL_SITE]
+    site[hit] = call_site_flags(taken)
+    strings = [c for c in _META if c != schema.CALL_SITE and pa.types.is_string(found[c][1].type)]
     for col in strings:
-        merged = pc.coalesce(found[col], _decode(inst.column(col)).combine_chunks())
+        hit, taken = found[col]
+        merged = _patch(_decode(inst.column(col)).combine_chunks(), hit, taken)
         inst = inst.set_column(inst.schema.get_field_index(col), col, merged)
-    df = _frame(inst, as_float)
+    df = _flagged_frame(inst, as_float, site)
     for col in _META:
-        if col in strings:
+        hit, taken = found[col]
+        if col in strings or col == schema.CALL_SITE or not hit.size:
             continue
-        values = found[col].to_numpy(zero_copy_only=False)
-        if values.dtype.kind in "iu" and wrappers.column(col).null_count:
-            values = values.astype(np.float64)  # the wrappers' column was a float one
-        values = values.astype(object)
-        has = ~pd.isna(values)  # elementwise; a list value is not NA
-        if has.any():
-            merged = df[col].astype(object).to_numpy(copy=True)
-            merged[has] = values[has]
-            df[col] = pd.Series(merged, index=df.index).infer_objects()
+        df[col] = _merged_values(df[col], hit, taken, wrappers.column(col).null_count > 0)
     # the same merge as the frame's: the wrapper's list where it has one (a list, even an
     # empty one, is not missing), else the row's own
-    return df, pc.coalesce(found[schema.PG_RANKS].cast(own_ranks.type), own_ranks)
+    hit, taken = found[schema.PG_RANKS]
+    return df, _patch(own_ranks, hit, taken.cast(own_ranks.type))
+
+
+def call_site_flags(sites: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.bool_]:
+    """Per row: a call site that is neither null nor empty (HAS_CALL_SITE), looked up once
+    per distinct value of a dictionary column: the strings are long and never decoded."""
+    chunks = sites.chunks if isinstance(sites, pa.ChunkedArray) else [sites]
+    out = [np.zeros(0, dtype=bool)]
+    for chunk in chunks:
+        if pa.types.is_dictionary(chunk.type):
+            per_value = pc.fill_null(pc.not_equal(chunk.dictionary, ""), False)
+            out.append(_mask(pc.take(per_value, chunk.indices)))
+        else:
+            out.append(_mask(pc.not_equal(chunk, "")))
+    return np.concatenate(out)
+
+
+def _flagged_frame(inst: pa.Table, as_float: list[str], site: npt.NDArray[np.bool_]
+                   ) -> pd.DataFrame:
+    """``_frame`` of ``inst`` with the call-site column replaced (in place) by its flag."""
+    at = inst.schema.get_field_index(schema.CALL_SITE)
+    df = _frame(inst.remove_column(at), as_float)
+    df.insert(at, HAS_CALL_SITE, site)
+    return df
+
+
+def _patch(own: pa.Array, hit: np.ndarray, values: pa.Array) -> pa.Array:
+    """``own`` with the rows at positions ``hit`` replaced by ``values`` (one each)."""
+    if not hit.size:
+        return own
+    index = np.arange(len(own), dtype=np.int64)
+    index[hit] = len(own) + np.arange(hit.size, dtype=np.int64)
+    return pa.concat_arrays([own, values.cast(own.type)]).take(pa.array(index))
+
+
+def _merged_values(col: pd.Series, hit: np.ndarray, taken: pa.Array,
+                   wrapper_nulls: bool) -> pd.Series:
+    """``col`` with the wrappers' values at the rows ``hit``, in the dtype pandas infers for
+    the merged Python objects: the taken values, as a full column with a missing value on
+    every other row, are float64 unless every row got one from a wrapper column without
+    nulls; floats among them give float64, only int64s give int64."""
+    values = taken.to_numpy(zero_copy_only=False)
+    every = hit.size == len(col)
+    if values.dtype.kind in "iu" and (wrapper_nulls or not every):
+        values = values.astype(np.float64)  # the wrappers' column was a float one
+    base = col.to_numpy()
+    kinds = values.dtype.kind if every else base.dtype.kind + values.dtype.kind
+    if kinds in ("f", "i", "ff", "if"):  # numbers alone (not unsigned, lists or objects)
+        dtype = np.int64 if kinds == "i" else np.float64
+        if every:
+            return pd.Series(values.astype(dtype), index=col.index)
+        out = base.astype(dtype)
+        out[hit] = values
+        return pd.Series(out, index=col.index)
+    merged = col.astype(object).to_numpy(copy=True)
+    merged[hit] = values.astype(object)
+    return pd.Series(merged, index=col.index).infer_objects()
 
 
 def with_call_site_flag(rows: pa.Table) -> pa.Table:
@@ -339,31 +433,39 @@ def fill_members(df: pd.DataFrame, topology: Any | None) -> pd.DataFrame:
     """
     if topology is None or df.empty:
         return df
-    need = df[MEMBERS].isna() & df[schema.GROUP].notna()
+    members = df[MEMBERS].to_numpy(dtype=object)
+    group = df[schema.GROUP].to_numpy(dtype=object)
+    need = pd.isna(members) & ~pd.isna(group)
     if not need.any():
         return df
     # one topology look-up per distinct (rank, group), not per row
-    rank = df.loc[need, schema.RANK].to_numpy(dtype=np.int64)
-    g_code, g_names = pd.factorize(df.loc[need, schema.GROUP].astype(str))
+    idx = np.flatnonzero(need)
+    rank = df[schema.RANK].to_numpy(dtype=np.int64)[idx]
+    g_code, g_names = pd.factorize(group[idx])  # looked up by their text below
     pair, pairs = pd.factorize(rank * (len(g_names) + 1) + g_code)
     text: list[object] = []
     lists: list[object] = []
     for p in pairs:
         m = topology.group_of(int(p // (len(g_names) + 1)), str(g_names[p % (len(g_names) + 1)]))
-        members = None if m is None else [int(x) for x in m]
-        text.append(np.nan if members is None else ",".join(map(str, members)))
-        lists.append(np.nan if members is None else members)
+        members_of = None if m is None else [int(x) for x in m]
+        text.append(np.nan if members_of is None else ",".join(map(str, members_of)))
+        lists.append(np.nan if members_of is None else members_of)
     per_row = np.empty(len(pairs), dtype=object)
     per_row[:] = text
-    out = df.copy(deep=False)  # copy-on-write: only the columns set below are copied
-    out.loc[need, MEMBERS] = pd.Series(per_row[pair], index=df.index[need])
-    out[FROM_TOPOLOGY] = need & out[MEMBERS].notna()
-    no_ranks = need & out[schema.PG_RANKS].isna()
-    out[schema.PG_RANKS] = out[schema.PG_RANKS].astype(object)
     rank_lists = np.empty(len(pairs), dtype=object)
     rank_lists[:] = lists
-    out.loc[no_ranks, schema.PG_RANKS] = pd.Series(
-        rank_lists[pair[no_ranks[need].to_numpy()]], index=df.index[no_ranks], dtype=object)
+    # the columns written as arrays (a row subset assigned through .loc rebuilds them)
+    filled = members.copy()
+    filled[idx] = per_row[pair]
+    ranks = df[schema.PG_RANKS].to_numpy(dtype=object).copy()
+    no_ranks = need & pd.isna(ranks)
+    ranks[no_ranks] = rank_lists[pair[no_ranks[idx]]]
+    out = df.copy(deep=False)  # copy-on-write: only the columns set below are copied
+    out[MEMBERS] = pd.Series(filled, index=df.index, dtype=df[MEMBERS].dtype)
+    from_topology = np.zeros(len(df), dtype=bool)
+    from_topology[idx] = ~pd.isna(per_row)[pair]  # the groups the topology knows
+    out[FROM_TOPOLOGY] = from_topology
+    out[schema.PG_RANKS] = pd.Series(ranks, index=df.index, dtype=object)
     return out
 
 
@@ -379,17 +481,20 @@ def _merge_logical(inst: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     part = np.flatnonzero(has)
     part = part[np.argsort(ts[part], kind="stable")]
     rank = np.asarray(inst.column(schema.RANK).to_numpy(), dtype=np.int64)[part]
-    lid = pd.factorize(np.asarray(pc.fill_null(inst.column(schema.LOGICAL_ID), 0).to_numpy(),
-                                  dtype=np.int64)[part])[0].astype(np.int64)
-    rank_code = pd.factorize(rank)[0].astype(np.int64)
-    group = pd.factorize(rank_code * (int(lid.max(initial=0)) + 1) + lid)[0]  # by first start
+    lid = np.asarray(pc.fill_null(inst.column(schema.LOGICAL_ID), 0).to_numpy(),
+                     dtype=np.int64)[part]
+    group = group_rows(rank, lid)[1]  # one code per (rank, logical id)
     n = int(group.max(initial=-1)) + 1
     first = np.full(n, part.size, dtype=np.int64)
     np.minimum.at(first, group, np.arange(part.size, dtype=np.int64))
     last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last_end, group, end[part])
-    keep = np.concatenate([np.flatnonzero(~has), part[first]])
-    return keep, np.concatenate([end[~has], last_end])
+    # the collectives in the order of their first start (distinct positions: counted out)
+    slot = np.full(part.size, -1, dtype=np.int64)
+    slot[first] = np.arange(n, dtype=np.int64)
+    by_start = slot[slot >= 0]
+    keep = np.concatenate([np.flatnonzero(~has), part[first[by_start]]])
+    return keep, np.concatenate([end[~has], last_end[by_start]])
 
 
 def notify_of(df: pd.DataFrame) -> pd.Series:
@@ -406,12 +511,17 @@ def communicator_key(df: pd.DataFrame) -> pd.Series:
     return df[MEMBERS].fillna(df[schema.PG_NAME]).fillna(df[schema.GROUP])
 
 
-def _instance_ids(out: pd.DataFrame) -> np.ndarray:
+def communicator_of(df: pd.DataFrame) -> pd.Series:
+    """communicator_key of match's rows: the one match kept (KEY), else computed."""
+    return df[KEY] if KEY in df.columns else communicator_key(df)
+
+
+def _instance_ids(out: pd.DataFrame, members: pd.Series) -> np.ndarray:
     """The instance of each row, numbered in order of first appearance, from its matching
-    key: the Comms Id; else (op family, communicator, sequence number); else (op family,
-    communicator, its ordinal among that communicator's rows on the rank); a row nothing
-    identifies is its own instance. Keys are tuples of integer codes, not strings."""
-    members = communicator_key(out)
+    key: the Comms Id; else (op family, communicator (``members``: communicator_key),
+    sequence number); else (op family, communicator, its ordinal among that communicator's
+    rows on the rank); a row nothing identifies is its own instance. Keys are tuples of
+    integer codes, not strings."""
     # nothing says which communicator it ran on: not matched across ranks (no guessing)
     unknown = members.isna().to_numpy()
     rank = out[schema.RANK].to_numpy(dtype=np.int64)
@@ -438,14 +548,17 @@ def _instance_ids(out: pd.DataFrame) -> np.ndarray:
 
 
 def match(df: pd.DataFrame) -> pd.DataFrame:
-    """Add instance, transfer, wait, skew, n_seen and last-arrival columns to instance rows."""
+    """Add instance, transfer, wait, skew, n_seen and last-arrival columns to instance rows
+    (and KEY, the communicator each was matched in)."""
     out = df.sort_values([schema.TS_NS, schema.RANK], kind="stable").reset_index(drop=True)
     if out.empty:
         for c in (schema.INSTANCE, schema.TRANSFER_NS, schema.WAIT_NS, schema.SKEW_NS, N_SEEN):
             out[c] = pd.Series(dtype="int64")
         out[LAST] = pd.Series(dtype=bool)
         return out
-    out[schema.INSTANCE] = _instance_ids(out)
+    key = communicator_key(out)
+    out[schema.INSTANCE] = _instance_ids(out, key)
+    out[KEY] = key
     g = out.groupby(schema.INSTANCE, sort=False)
     transfer = g[schema.DUR_NS].transform("min")
     out[schema.TRANSFER_NS] = transfer

@@ -23,7 +23,7 @@ import numpy.typing as npt
 import yaml
 
 from tracekit.errors import ConfigError
-from tracekit.measure.bounds import ring_steps_v
+from tracekit.measure.bounds import Ops, ring_steps_v
 from tracekit.measure.profile_source import (  # noqa: F401 (user_config_dir: re-exported)
     is_file_spec,
     named_profile,
@@ -70,7 +70,7 @@ class LinkClass:
     source: str = ""
     unverified: tuple[str, ...] = ()
 
-    def alpha_ns(self, ops: npt.ArrayLike, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    def alpha_ns(self, ops: Ops, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Per-op latency in ns: ``alpha_us``, or when the link gives the NCCL ring latency
         model (tuning.cc: base + nsteps x per-hop latency), the smaller of the two, so small
         groups are not charged an 8-rank latency."""

@@ -24,12 +24,14 @@ from tracekit import schema
 from tracekit.measure.intervals import (
     I64,
     Lanes,
+    Segments,
     Union,
     by_key,
     group_rows,
+    lane_start_order,
+    segments,
     uncovered,
     union,
-    union_length,
 )
 from tracekit.schema import KernelClass, Kind
 
@@ -53,7 +55,8 @@ def value_codes(table: pa.Table, name: str, values: tuple[str, ...]) -> npt.NDAr
             idx = pc.fill_null(pc.index_in(chunk.cast(pa.string()), want), -1)
         codes = np.array(pc.fill_null(idx, -2).to_numpy(zero_copy_only=False),
                          dtype=np.int32)  # a writable copy
-        codes[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
+        if not pa.types.is_dictionary(chunk.type):  # (a null index took a null: -2 already)
+            codes[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
         out.append(codes)
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
 
@@ -120,7 +123,7 @@ def build_timeline(attributed: pa.Table) -> Timeline:
     dur = np.maximum(_ints(attributed, schema.DUR_NS, 0), 0)
     # rows in (lane, start) order: every union over lanes (or keys refining them) then
     # finds its input sorted and skips its own sort
-    row = row[np.lexsort((ts[row], lane_of_row[row]))]
+    row = row[lane_start_order(lane_of_row[row], ts[row])]
     start, end = ts[row], ts[row] + dur[row]
     lane, cls = lane_of_row[row], codes[row]
     n_lanes = int(uniq.shape[0])
@@ -163,17 +166,32 @@ def exposed_of_rows(tl: Timeline, inv: I64, start: I64, end: I64, cls: npt.NDArr
     """exposed_by_key of the timed rows given as (key, start, end, class) in any order (with
     the rows grouped by key, no union sorts its own)."""
     comm = cls == COMM
-    if not comm.any():
+    return exposed_of_segments(tl, segments(inv[comm], start[comm], end[comm], n), n, key_lane)
+
+
+def exposed_of_segments(tl: Timeline, comm: Segments, n: int, key_lane: I64) -> I64:
+    """Exposed communication per key from the union of the key's communication intervals
+    (``comm``): the part of it that no compute or fused time covers on the key's device."""
+    if not comm.key.size:
         return np.zeros(n, dtype=np.int64)
-    key_lanes = Lanes.build(inv, start, end, n)
-    k, s, e = inv[comm], start[comm], end[comm]
-    order = by_key(k, n)
-    if order is not None:
-        k, s, e = k[order], s[order], e[order]
-    ku = union(key_lanes, k, s, e)
-    seg = uncovered(tl.lanes, tl.cover_any_compute, key_lane[ku.lane],
-                    key_lanes.unplace(ku.lane, ku.start), key_lanes.unplace(ku.lane, ku.end))
-    return np.bincount(ku.lane, weights=seg, minlength=n).astype(np.int64)
+    seg = uncovered_of_segments(tl, comm, key_lane)
+    return np.bincount(comm.key, weights=seg, minlength=n).astype(np.int64)
+
+
+def uncovered_of_segments(tl: Timeline, comm: Segments, key_lane: I64) -> I64:
+    """Per segment of ``comm``, its part that no compute or fused time covers on its key's
+    device (``key_lane``: the lane of every key)."""
+    return uncovered(tl.lanes, tl.cover_any_compute, key_lane[comm.key], comm.start, comm.end)
+
+
+def class_segments(inv: I64, start: I64, end: I64, cls: npt.NDArray[np.int8], n: int
+                   ) -> list[Segments]:
+    """Per time class (CLASSES order), the union of each key's intervals of that class."""
+    out = []
+    for code in range(len(CLASSES)):
+        m = cls == code
+        out.append(segments(inv[m], start[m], end[m], n))
+    return out
 
 
 def _per_key(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], I64]:
@@ -182,38 +200,32 @@ def _per_key(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], I64]:
 
 def time_classes(tl: Timeline) -> pa.Table:
     """TIME_CLASSES: per (rank, device, stream) and per device (tid null) busy time by class."""
-    cols: dict[str, list[npt.NDArray[np.int64]]] = {}
     # Per stream: key = (lane, tid).
-    s_keys, s_inv = _per_key(np.stack([tl.lane, tl.tid], axis=1))
-    d_keys = np.arange(tl.n_lanes, dtype=np.int64)
-    for level, (inv, n) in enumerate(((s_inv, len(s_keys)), (tl.lane, tl.n_lanes))):
-        # the rows grouped by key once (a stable sort: each key's rows stay in start
-        # order), so that no union below sorts its own subset again
-        order = by_key(inv, n)
-        start, end, cls = tl.start, tl.end, tl.cls
-        if order is not None:
-            inv, start, end, cls = inv[order], start[order], end[order], cls[order]
-        per_class = []
-        for code in range(len(CLASSES)):
-            m = cls == code
-            per_class.append(union_length(inv[m], start[m], end[m], n))
-        busy = union_length(inv, start, end, n)
-        first = np.full(n, np.iinfo(np.int64).max)
-        last = np.full(n, np.iinfo(np.int64).min)
-        np.minimum.at(first, inv, start)
-        np.maximum.at(last, inv, end)
-        span = np.where(busy > 0, last - first, 0)
-        lane = s_keys[:, 0] if level == 0 else d_keys
-        exposed = exposed_of_rows(tl, inv, start, end, cls, n, lane)
-        values = {
-            schema.RANK: tl.lane_rank[lane], schema.PID: tl.lane_pid[lane],
-            schema.TID: s_keys[:, 1] if level == 0 else np.full(n, -1, dtype=np.int64),
-            schema.SPAN_NS: span, schema.IDLE_NS: span - busy, schema.EXPOSED_NS: exposed,
-        }
-        values.update(dict(zip(CLASS_COLUMNS, per_class, strict=True)))
-        for k, v in values.items():
-            cols.setdefault(k, []).append(np.asarray(v, dtype=np.int64))
-    data = {k: np.concatenate(v) for k, v in cols.items()}
+    s_keys, inv = _per_key(np.stack([tl.lane, tl.tid], axis=1))
+    n = len(s_keys)
+    # the rows grouped by key once (a stable sort: each key's rows stay in start order), so
+    # that no union below sorts its own subset again
+    order = by_key(inv, n)
+    start, end, cls = tl.start, tl.end, tl.cls
+    if order is not None:
+        inv, start, end, cls = inv[order], start[order], end[order], cls[order]
+    per_class = class_segments(inv, start, end, cls, n)
+    busy = segments(inv, start, end, n)
+    first = np.full(n, np.iinfo(np.int64).max)
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(first, inv, start)
+    np.maximum.at(last, inv, end)
+    streams = _level(tl, per_class, busy, first, last, s_keys[:, 0], s_keys[:, 1])
+    # Per device: the union of its streams' segments (fewer than its rows where they overlap)
+    lane, n = s_keys[:, 0], tl.n_lanes
+    d_first = np.full(n, np.iinfo(np.int64).max)
+    d_last = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(d_first, lane, first)
+    np.maximum.at(d_last, lane, last)
+    devices = _level(tl, [seg.merged(lane, n) for seg in per_class], busy.merged(lane, n),
+                     d_first, d_last, np.arange(n, dtype=np.int64),
+                     np.full(n, -1, dtype=np.int64))
+    data = {k: np.concatenate([streams[k], devices[k]]) for k in streams}
     # devices with no timed row at all (the host of a GPU rank) get no row
     timed = np.concatenate([np.ones(len(s_keys), dtype=bool),
                             np.bincount(tl.lane, minlength=tl.n_lanes) > 0])
@@ -221,3 +233,18 @@ def time_classes(tl: Timeline) -> pa.Table:
     table = pa.table({k: pa.array(v, mask=(v == -1) if k in (schema.TID, schema.PID) else None)
                       for k, v in data.items()})
     return schema.conform(table, schema.TIME_CLASSES)
+
+
+def _level(tl: Timeline, per_class: list[Segments], busy: Segments, first: I64, last: I64,
+           lane: I64, tid: I64) -> dict[str, I64]:
+    """TIME_CLASSES columns of one level (streams or devices) from its keys' unions."""
+    n = lane.size
+    busy_ns = busy.length(n)
+    span = np.where(busy_ns > 0, last - first, 0)
+    values = {
+        schema.RANK: tl.lane_rank[lane], schema.PID: tl.lane_pid[lane], schema.TID: tid,
+        schema.SPAN_NS: span, schema.IDLE_NS: span - busy_ns,
+        schema.EXPOSED_NS: exposed_of_segments(tl, per_class[COMM], n, lane),
+    }
+    values.update({col: seg.length(n) for col, seg in zip(CLASS_COLUMNS, per_class, strict=True)})
+    return {k: np.asarray(v, dtype=np.int64) for k, v in values.items()}

@@ -18,12 +18,15 @@ import pyarrow.compute as pc
 
 from tracekit import schema
 from tracekit.measure.crossrank import frame
-from tracekit.measure.intervals import by_key, group_rows, union_length
+from tracekit.measure.intervals import Segments, by_key, group_rows
 from tracekit.measure.phases import (
     CLASS_COLUMNS,
     CLASSES,
+    COMM,
     Timeline,
-    exposed_of_rows,
+    class_segments,
+    exposed_of_segments,
+    uncovered_of_segments,
     value_codes,
 )
 from tracekit.schema import Phase
@@ -31,6 +34,9 @@ from tracekit.schema import Phase
 _SUMS = (schema.COUNT, schema.MSG_BYTES, schema.TRANSFER_NS, schema.WAIT_NS, schema.NOTIFY_NS,
          schema.BOUND_NS)
 _BOUNDED = "_bounded_transfer"
+# the MEASURED columns phase_table reads
+MEASURED_COLUMNS = (schema.RANK, schema.PHASE, schema.LAYER, schema.MSG_BYTES, schema.TRANSFER_NS,
+                    schema.WAIT_NS, schema.NOTIFY_NS, schema.BOUND_NS)
 
 
 def _phase_layer(attributed: pa.Table, rows: npt.NDArray[np.int64]
@@ -38,48 +44,80 @@ def _phase_layer(attributed: pa.Table, rows: npt.NDArray[np.int64]
     """Sorted phase names, each row's index among them (null phase: other), and its layer
     (-1: none). Phases are few: they are looked up once per distinct value, never decoded
     or compared per row as strings."""
-    sub = attributed.select([schema.PHASE, schema.LAYER]).take(pa.array(rows))
+    phase = attributed.column(schema.PHASE)
+    # dictionary chunks: coded on every row through the dictionary and the rows picked from
+    # the codes (a take of the rows keeps the same dictionaries); text: the rows taken
+    whole = all(pa.types.is_dictionary(chunk.type) for chunk in phase.chunks)
+    sub = attributed.select([schema.PHASE]) if whole else \
+        attributed.select([schema.PHASE]).take(pa.array(rows))
     words = {Phase.OTHER}
     for chunk in sub.column(schema.PHASE).chunks:
         distinct = chunk.dictionary if pa.types.is_dictionary(chunk.type) else pc.unique(chunk)
         words.update(w for w in distinct.to_pylist() if w is not None)
     names = np.asarray(sorted(words), dtype=str)  # unused names are never indexed
     codes = value_codes(sub, schema.PHASE, tuple(str(w) for w in names)).astype(np.int64)
+    if whole:
+        codes = codes[rows]
     codes[codes == -2] = int(np.flatnonzero(names == Phase.OTHER)[0])
-    layer = np.asarray(pc.fill_null(sub.column(schema.LAYER), -1).to_numpy(), dtype=np.int64)
+    layer = np.asarray(pc.fill_null(attributed.column(schema.LAYER), -1).to_numpy(),
+                       dtype=np.int64)[rows]
     return names, codes, layer
 
 
 def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int64],
-                 layer: np.ndarray) -> pd.DataFrame:
-    """Per (rank, phase, layer) class busy time and exposed communication."""
+                 layer: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (rank, phase, layer) and per (rank, phase) over all layers (layer -1): class busy
+    time and exposed communication."""
     keys, inv = group_rows(tl.lane, phase_code, layer)
     n = len(keys)
-    data: dict[str, np.ndarray] = {
-        schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
-        schema.LAYER: keys[:, 2],
-    }
     # the rows grouped by key once (stable: start order within a key), so that no union
     # below sorts its subset again
     order = by_key(inv, n)
     start, end, cls = tl.start, tl.end, tl.cls
     if order is not None:
         inv, start, end, cls = inv[order], start[order], end[order], cls[order]
-    for code, col in enumerate(CLASS_COLUMNS):
-        m = cls == code
-        data[col] = union_length(inv[m], start[m], end[m], n)
-    data[schema.EXPOSED_NS] = exposed_of_rows(tl, inv, start, end, cls, n, keys[:, 0])
+    per_layer = class_segments(inv, start, end, cls, n)
+    comm = per_layer[COMM]
+    exposed = uncovered_of_segments(tl, comm, keys[:, 0])
+    # over all layers: the union of each (lane, phase) from its layers' segments, fewer than
+    # its rows wherever they overlap
+    coarse, of_key = group_rows(keys[:, 0], keys[:, 1])
+    n_all = len(coarse)
+    all_layers = [seg.merged(of_key, n_all) for seg in per_layer]
+    # where no two layers' communication segments merged, they are the coarser key's
+    # segments and their exposed parts are the same
+    all_exposed = np.bincount(of_key[comm.key], weights=exposed, minlength=n_all).astype(
+        np.int64) if all_layers[COMM].key.size == comm.key.size else exposed_of_segments(
+        tl, all_layers[COMM], n_all, coarse[:, 0])
+    flat = np.column_stack([coarse, np.full(n_all, -1, dtype=np.int64)])
+    return (_key_frame(tl, names, keys, per_layer,
+                       np.bincount(comm.key, weights=exposed, minlength=n).astype(np.int64)),
+            _key_frame(tl, names, flat, all_layers, all_exposed))
+
+
+def _key_frame(tl: Timeline, names: np.ndarray, keys: npt.NDArray[np.int64],
+               per_class: list[Segments], exposed: np.ndarray) -> pd.DataFrame:
+    """The per-key frame of (lane, phase code, layer) keys, their unions by class and their
+    exposed communication."""
+    n = len(keys)
+    data: dict[str, np.ndarray] = {
+        schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
+        schema.LAYER: keys[:, 2],
+    }
+    for col, seg in zip(CLASS_COLUMNS, per_class, strict=True):
+        data[col] = seg.length(n)
+    data[schema.EXPOSED_NS] = exposed
     frame = pd.DataFrame(data)
     return frame.groupby([schema.RANK, schema.PHASE, schema.LAYER], as_index=False).sum()
 
 
 def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> pa.Table:
-    """PHASES from the timeline (time classes) and the MEASURED rows (bytes, bounds, wait)."""
+    """PHASES from the timeline (time classes) and the MEASURED rows (bytes, bounds, wait;
+    ``measured`` needs only the MEASURED_COLUMNS)."""
     names, phase, layer = _phase_layer(attributed, tl.row)
-    per_layer = _time_by_key(tl, names, phase, layer)
+    per_layer, all_layers = _time_by_key(tl, names, phase, layer)
     if per_layer.empty and measured.empty:  # no device time and no collective (issue 16)
         return schema.PHASES.empty_table()
-    all_layers = _time_by_key(tl, names, phase, np.full_like(layer, -1))
     m = measured.copy()
     m[schema.PHASE] = m[schema.PHASE].fillna(Phase.OTHER)
     m[schema.LAYER] = m[schema.LAYER].fillna(-1).astype("int64")

@@ -23,13 +23,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import model, schema, tables
-from tracekit.measure import a2a, coverage, crossrank, evidence, fit
+from tracekit.measure import a2a, coverage, crossrank, evidence, fit, phasetable
 from tracekit.measure.bounds import (
     A2A_OPS,
+    OpCodes,
     bus_factor_v,
     hierarchical_ns,
     lower_bound_v,
     message_size_v,
+    op_codes,
 )
 from tracekit.measure.hardware import HardwareProfile, load_profile
 from tracekit.measure.phases import Timeline, build_timeline, exposed_ns, time_classes
@@ -41,7 +43,8 @@ NODES, PER_NODE = "nodes", "per_node"
 
 
 def _bounds(df: pd.DataFrame, n: np.ndarray, size: np.ndarray,
-            profile: HardwareProfile | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            profile: HardwareProfile | None, coded: OpCodes
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(link class, bound ns, alpha ns) per row from the profile and the group's layout."""
     link = np.full(len(df), None, dtype=object)
     bound = np.full(len(df), np.nan)
@@ -54,10 +57,10 @@ def _bounds(df: pd.DataFrame, n: np.ndarray, size: np.ndarray,
     lc = profile.intra_link
     bw = np.asarray([lc.effective_gbps(p - 1) for p in np.unique(per_node)])
     bw_row = bw[np.searchsorted(np.unique(per_node), per_node)]
-    alpha = lc.alpha_ns(ops, n)
-    b = lower_bound_v(ops, size, n, alpha, bw_row)
+    alpha = lc.alpha_ns(coded, n)
+    b = lower_bound_v(coded, size, n, alpha, bw_row)
     if lc.nvls_gbps:
-        nvls = lower_bound_v(ops, size, n, alpha, lc.nvls_gbps)
+        nvls = lower_bound_v(coded, size, n, alpha, lc.nvls_gbps)
         b = np.where(ops == Op.ALL_REDUCE, np.fmin(b, nvls), b)
     bound[single] = b[single]
     alpha_row[single] = alpha[single]
@@ -107,6 +110,7 @@ class _Sized:
     alpha: np.ndarray
     matrix: pa.Table
     summary: pa.Table
+    ops: OpCodes  # the rows' ops, factorized once for the vector functions (bounds.op_codes)
     profile: HardwareProfile | None = None
 
 
@@ -131,26 +135,25 @@ def size_and_bound(df: pd.DataFrame, run: model.Run, profile: HardwareProfile | 
     evidence.split_times(df, n, evidence.profiler_times(run.extra))
     layout = group_layout(df[crossrank.MEMBERS], pd.Series(n, index=df.index), nodes)
     df[NODES], df[PER_NODE] = layout[NODES], layout[PER_NODE]
-    ops = df[schema.OP].to_numpy(dtype=object)
-    size = message_size_v(ops, df[schema.IN_BYTES].astype("float64"),
+    coded = op_codes(df[schema.OP].to_numpy(dtype=object))  # once for every vector below
+    size = message_size_v(coded, df[schema.IN_BYTES].astype("float64"),
                           df[schema.OUT_BYTES].astype("float64"), n)
     size = pd.Series(size).groupby(df[schema.INSTANCE].to_numpy()).transform("max").to_numpy(
         dtype=np.float64, copy=True)
     matrix = a2a.matrices(df, nodes, profile)
     summary = a2a.summary(matrix, df, profile, df.drop_duplicates(schema.INSTANCE).set_index(
         schema.INSTANCE)[PER_NODE] - 1)
-    link, bound, alpha = _bounds(df, n, size, profile)
+    link, bound, alpha = _bounds(df, n, size, profile, coded)
     _a2a_overrides(df, summary, a2a.instance_bytes(matrix), link, bound, size)
     if profile is not None and profile.inter != profile.intra:  # inter-node-bound: its alpha
         alpha = np.where(link == profile.inter, profile.inter_link.alpha_us * 1e3, alpha)
     # a bound needs the communicator's real size (more than one member) and known bytes
     bound = np.where((n > 1) & np.isfinite(size), bound, np.nan)
-    return _Sized(n, size, link, bound, alpha, matrix, summary, profile)
+    return _Sized(n, size, link, bound, alpha, matrix, summary, coded, profile)
 
 
 def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.DataFrame:
     """MEASURED rows as a frame: times from crossrank, sizes and bounds, exposed time."""
-    ops = df[schema.OP].to_numpy(dtype=object)
     transfer = df[schema.TRANSFER_NS].to_numpy(dtype=np.float64, na_value=np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(transfer > 0, sized.size / transfer, np.nan)
@@ -164,14 +167,14 @@ def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.D
     measured = df[[schema.RANK, schema.EVENT_ID, schema.INSTANCE, schema.NAME, schema.OP,
                    schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
                    schema.TS_NS, schema.DUR_NS, schema.TRANSFER_NS, schema.WAIT_NS,
-                   schema.NOTIFY_NS, schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]].copy()
+                   schema.NOTIFY_NS, schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]]
     latency = pd.Series(sized.alpha >= sized.bound - sized.alpha, dtype="boolean",
                         index=df.index)
     measured = measured.assign(**{
         schema.LINK_CLASS: sized.link, schema.MSG_BYTES: sized.size, schema.N_RANKS: sized.n,
         schema.BOUND_NS: bound, schema.EFFICIENCY: np.where(exceeded, np.nan, efficiency),
         schema.ALGBW_GBPS: algbw,
-        schema.BUSBW_GBPS: algbw * bus_factor_v(ops, sized.n),
+        schema.BUSBW_GBPS: algbw * bus_factor_v(sized.ops, sized.n),
         schema.EXPOSED_NS: pd.array(np.asarray(exposed), dtype="Int64")
         if np.issubdtype(np.asarray(exposed).dtype, np.integer) else exposed,
         schema.LATENCY_BOUND: latency.where(np.isfinite(bound), pd.NA),
@@ -202,6 +205,13 @@ CROSS_RANK_COLUMNS = (
     schema.CORRELATION, crossrank.MEMBERS, crossrank.FROM_TOPOLOGY, schema.NOTIFY_NS,
     schema.EXPOSED_NS, crossrank.HAS_CALL_SITE,
 )
+
+
+# MEASURED's text columns that are the comm rows' own (no stage of cross_rank writes them):
+# they come from the comm rows' dictionary codes, not from the frame's Python strings
+PASSED_TEXT = (schema.NAME, schema.OP, schema.GROUP, schema.PATH, schema.PHASE,
+               schema.KERNEL_CLASS)
+COMM_ROW = "_comm_row"  # cross_rank: the comm row each matched row came from
 
 
 @dataclass
@@ -236,6 +246,7 @@ def comm_table(attributed: pa.Table, timeline: Timeline | None = None) -> pa.Tab
     "has one", travels as the flag ``crossrank.HAS_CALL_SITE``.
     """
     df = crossrank.instance_rows(attributed)
+    site = df.pop(crossrank.HAS_CALL_SITE)  # the last column, as comm rows always had it
     if len(df):
         tl = timeline if timeline is not None else build_timeline(attributed)
         fused = (df[schema.KERNEL_CLASS] == KernelClass.FUSED).to_numpy()
@@ -245,9 +256,8 @@ def comm_table(attributed: pa.Table, timeline: Timeline | None = None) -> pa.Tab
             df[crossrank.END].to_numpy(dtype=np.int64), fused)
     else:
         df[schema.EXPOSED_NS] = pd.Series(dtype="int64")
-    site = df[schema.CALL_SITE]
-    df[crossrank.HAS_CALL_SITE] = site.notna() & (site.astype(str) != "")
-    return pa.Table.from_pandas(df.drop(columns=[schema.CALL_SITE]), preserve_index=False)
+    df[crossrank.HAS_CALL_SITE] = site
+    return pa.Table.from_pandas(df, preserve_index=False)
 
 
 def measure_ranks(attributed: pa.Table) -> RankMeasures:
@@ -268,8 +278,12 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
     then rank), or with ``rank_order`` by (rank, start, event id).
     """
     profile = load_profile(options.hardware) if options.hardware is not None else None
-    frame = comm_frame(comm)
+    frame, encoded = _comm_frame(comm)
     del comm  # freed here when the caller passed it without keeping it (a partitioned run)
+    # the comm rows' own text columns, as dictionary codes: MEASURED takes them from here
+    texts = encoded.select([c for c in PASSED_TEXT if c in encoded.column_names])
+    del encoded
+    frame[COMM_ROW] = np.arange(len(frame), dtype=np.int64)
     df = crossrank.match(crossrank.fill_members(frame, options.topology))
     del frame
     sized = size_and_bound(df, run, profile)
@@ -278,11 +292,14 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
     # rank order: the frame's rows taken a column at a time, not a sorted copy of it all
     order = np.asarray(measured[keys].reset_index(drop=True).sort_values(
         keys, kind="stable").index, dtype=np.int64) if rank_order else None
-    measured_table = crossrank.table_of(measured, schema.MEASURED, order=order)
+    rows = df[COMM_ROW].to_numpy(dtype=np.int64)
+    rows = pa.array(rows if order is None else rows[order])
+    measured_table = crossrank.table_of(measured, schema.MEASURED, order=order, texts={
+        c: texts.column(c).take(rows) for c in texts.column_names})
+    del texts
     cover = coverage.coverage_table(run, df, measured)
-    ops = df[schema.OP].to_numpy(dtype=object)
     first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
-    bus_bytes = sized.size * bus_factor_v(ops, sized.n)
+    bus_bytes = sized.size * bus_factor_v(sized.ops, sized.n)
     fits = fit.fit_table(measured[first].assign(**{fit.BUS_BYTES: bus_bytes[first]}), profile)
     strag = crossrank.stragglers(df)
     findings = _concat(crossrank.straggler_findings(strag, df), bound_findings(measured, sized),
@@ -294,6 +311,11 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
 def comm_frame(comm: pa.Table) -> pd.DataFrame:
     """comm_table's rows as the frame crossrank.match takes (an empty one when none), with
     only the columns :func:`cross_rank` reads (CROSS_RANK_COLUMNS)."""
+    return _comm_frame(comm)[0]
+
+
+def _comm_frame(comm: pa.Table) -> tuple[pd.DataFrame, pa.Table]:
+    """comm_frame, and the table it converted (its text columns dictionary-encoded)."""
     if not comm.num_rows:
         comm = comm_table(schema.empty(schema.ATTRIBUTED))
     comm = crossrank.with_call_site_flag(comm)  # comm rows written before the flag
@@ -308,7 +330,7 @@ def comm_frame(comm: pa.Table) -> pd.DataFrame:
     df = tables.to_frame(comm)
     df.insert(columns.index(schema.PG_RANKS), schema.PG_RANKS,
               pd.Series(ranks, dtype=object, copy=False))
-    return df
+    return df, comm
 
 
 def _ranks_by_members(comm: pa.Table) -> np.ndarray:
@@ -368,8 +390,8 @@ def analysis_of(run: model.Run, attributed: pa.Table, ranks: RankMeasures,
         run=run,
         attributed=attributed,
         measured=cross.measured,
-        phases_table=phase_table(ranks.timeline, attributed,
-                                 crossrank.int_frame(cross.measured)),
+        phases_table=phase_table(ranks.timeline, attributed, crossrank.int_frame(
+            cross.measured.select(list(phasetable.MEASURED_COLUMNS)))),
         extra_tables={
             "time_classes": ranks.classes,
             "a2a_matrix": cross.a2a_matrix,

@@ -1,0 +1,35 @@
+"""The group label COVERAGE gives each communicator: the one most of its rows carry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracekit.measure import coverage
+
+
+def _by_groupby(code: np.ndarray, group: pd.Series) -> pd.Series:
+    """The same choice through pandas: counts per (code, label), the largest first (stable,
+    so ties keep the sorted labels' order), one per code."""
+    side = pd.DataFrame({"k": code, "g": group})
+    size = side.dropna(subset=["g"]).groupby(["k", "g"]).size()
+    return (size.sort_values(ascending=False, kind="stable").reset_index()
+            .drop_duplicates("k").set_index("k")["g"])
+
+
+def test_labels_are_the_most_frequent_with_ties_to_the_first_sorted() -> None:
+    """GIVEN 7 communicators whose rows carry labels among 4 (some missing, one code with
+    none at all, ties) WHEN choosing each one's label
+    THEN it equals the pandas count-and-sort choice, and a code without labels has none."""
+    rng = np.random.default_rng(5)
+    code = rng.integers(0, 7, 300).astype(np.int64)
+    group = pd.Series(rng.choice(np.array(["TP", "EP", "DP", "ATTN_TP", None], dtype=object),
+                                 300), dtype=object)
+    group[code == 3] = None
+    got = coverage._labels(code, group)
+    want = _by_groupby(code, group)
+    assert 3 not in got.index
+    assert got.sort_index().to_dict() == want.sort_index().to_dict()
+    tie = coverage._labels(np.array([0, 0, 0, 0]), pd.Series(["TP", "EP", "EP", "TP"]))
+    assert tie.to_dict() == {0: "EP"}
+    assert coverage._labels(np.array([0, 1]), pd.Series([None, None], dtype=object)).empty
