@@ -245,7 +245,10 @@ def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[floa
 
 
 def _log_figure(title: str, ylabel: str, yformatter: Any, x_range: tuple[float, float],
-                y_range: tuple[float, float]) -> Any:
+                y_range: tuple[float, float], xformatter: Any, ticker: Any) -> Any:
+    """A log-log figure; its axes' ``ticker`` and the x axis' ``xformatter`` are models the
+    caller shares between the figures of one panel (stateless: one model serialised, not
+    one per axis)."""
     from bokeh.models import Range1d
     from bokeh.plotting import figure
 
@@ -254,10 +257,10 @@ def _log_figure(title: str, ylabel: str, yformatter: Any, x_range: tuple[float, 
                  x_axis_label="message size S (nccl-tests)", y_axis_label=ylabel,
                  tools="wheel_zoom,pan,box_zoom,reset,save", active_scroll="wheel_zoom",
                  output_backend="canvas", toolbar_location="above")
-    fig.xaxis.formatter = bytes_ticks()
-    fig.xaxis.ticker = _log_ticks()
+    fig.xaxis.formatter = xformatter
+    fig.xaxis.ticker = ticker
     fig.yaxis.formatter = yformatter
-    fig.yaxis.ticker = _log_ticks()
+    fig.yaxis.ticker = ticker
     fig.grid.grid_line_alpha = 0.3
     return fig
 
@@ -302,11 +305,13 @@ def efficiency(groups: pd.DataFrame) -> Any:
     eff_range = _log_range(float(df[agg.EFF_MIN].min()), float(df[agg.EFF_MAX].max()), (1.0,))
     bw_values = pd.concat([df[agg.BW_MIN], df[agg.BW_MAX], df[pf.BOUND_GBPS]]).astype(float)
     bw_range = _log_range(float(bw_values.min()), float(bw_values.max()))
+    sizes, ticker = bytes_ticks(), _log_ticks()  # one model each for the four axes
     left = _log_figure("efficiency per message size (median, whisker min-max)",
                        "efficiency = bound / transfer (1.0 = at the bound)",
-                       _formatter(_RATIO_TICKS), xr, eff_range)
+                       _formatter(_RATIO_TICKS), xr, eff_range, sizes, ticker)
     right = _log_figure("achieved (dots) and bound (dashed, diamonds) bandwidth",
-                        "algorithm bandwidth S / time", _formatter(_GBPS_TICKS), xr, bw_range)
+                        "algorithm bandwidth S / time", _formatter(_GBPS_TICKS), xr, bw_range,
+                        sizes, ticker)
     src = _source(df)
     left.segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX, source=src,
                  line_color=pf.COLOR, line_width=2, line_alpha=0.6)
