@@ -1,13 +1,15 @@
 """Loading bokeh for the HTML report with less CPU.
 
-``load()`` imports the bokeh modules the report uses. Most of the CPU of ``import
+``load()`` imports the bokeh modules the report uses (not ``bokeh.plotting``: the figures
+are built from the models, tracekit.reports.bokeh_plot). Most of the CPU of ``import
 bokeh.models`` (~450 model classes) goes into one thing done for help() and the docs: for
 each class bokeh builds the signature of its ``__init__`` from the defaults of every one of
 its properties (``Model.parameters``). While ``bokeh.models`` loads here, ``parameters``
 returns nothing; the empty signatures it leaves are removed after, so ``inspect.signature``
 of a model gives its plain ``(*args, **kwargs)`` one. Nothing else of bokeh changes:
-``Model.parameters`` is bokeh's own again before ``bokeh.plotting`` loads (its glyph
-methods take positional arguments through it), and a class defined later is as usual.
+``Model.parameters`` is bokeh's own again after ``bokeh.models`` has loaded (should anything
+load ``bokeh.plotting``, its glyph methods take positional arguments through it), and a class
+defined later is as usual.
 
 Safe to call from several threads (a background import while the trace is parsed) and
 more than once: the first call imports, the others find the modules loaded.
@@ -64,6 +66,4 @@ def load() -> None:
             _import_models()
         import bokeh.document
         import bokeh.embed
-        import bokeh.layouts
-        import bokeh.plotting
         import bokeh.resources  # noqa: F401

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit.model import Analysis
-from tracekit.reports import frames, views
+from tracekit.reports import bokeh_plot, frames, views
 from tracekit.reports import html_parts as parts
 from tracekit.reports import plotframes as pf
 from tracekit.reports import plotframes_agg as agg
@@ -258,7 +258,9 @@ def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIM
 
     from tracekit.reports import html_tables
 
-    with frames.shared():  # the summary, the tables and the plots read the same sums
+    # the summary, the tables and the plots read the same sums; the plots of the page share
+    # their stateless bokeh models
+    with frames.shared(), bokeh_plot.page():
         page = panels(analysis, timeline_max)
     for p in page:
         if not re.match(_PANEL_RE, p.key):

@@ -15,6 +15,7 @@ import pandas as pd
 
 from tracekit import schema as s
 from tracekit.reports import bokeh_load
+from tracekit.reports import bokeh_plot as bp
 from tracekit.reports import plotframes as pf
 
 WIDTH = 1150
@@ -71,9 +72,8 @@ return tick >= 1 ? p(tick, 3) + " GB/s" : p(tick * 1000, 3) + " MB/s";
 
 
 def _formatter(code: str) -> Any:
-    from bokeh.models import CustomJSTickFormatter
-
-    return CustomJSTickFormatter(code=code)
+    """This page's tick formatter running ``code`` (one model per code on a page)."""
+    return bp.shared().formatter(code)
 
 
 def bytes_ticks() -> Any:
@@ -90,14 +90,10 @@ def _log_ticks() -> Any:
     return LogTicker(mantissas=[1, 2, 5])
 
 
-def _lean(fig: Any) -> Any:
-    """``fig`` with its renderers' non-selection and muted glyphs left to bokehjs ("auto"):
-    bokeh.plotting makes both as models, though nothing on this page selects or mutes, and
-    every model costs serialising time and page size."""
-    for renderer in fig.renderers:
-        renderer.nonselection_glyph = "auto"
-        renderer.muted_glyph = "auto"
-    return fig
+def _fixed_ticks(ticks: list[int]) -> Any:
+    from bokeh.models import FixedTicker
+
+    return FixedTicker(ticks=ticks or [0])
 
 
 def _rank_ticks(ranks: list[int]) -> list[int]:
@@ -106,29 +102,30 @@ def _rank_ticks(ranks: list[int]) -> list[int]:
     return list(ranks[::step])
 
 
+_FAINT = {"grid_line_alpha": 0.3}  # the grid lines of the time and log plots
+_ZOOM_X = ("xwheel_zoom", "xpan", "box_zoom", "reset", "save")
+
+
 def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: list[int],
            line_width: float, color: Any = pf.COLOR, formatters: dict[str, Any] | None = None,
            ) -> Any:
     """Rectangles (x0..x1, y0..y1; ``color`` a colour column or a colour mapping) per rank,
     rank 0 on top, as a plain bokeh figure: holoviews would validate the colour of each of
     thousands of rectangles one by one, which took most of a big run's report time."""
-    from bokeh.models import ColumnDataSource, HoverTool, Range1d
-    from bokeh.plotting import figure
+    from bokeh.models import Quad, Range1d
 
-    fig = figure(width=WIDTH, height=height, tools="xwheel_zoom,xpan,box_zoom,reset,save",
-                 active_scroll="xwheel_zoom", x_axis_label="time since the trace start",
-                 y_axis_label="rank", output_backend="canvas", toolbar_location="above")
-    source = ColumnDataSource({str(c): df[c].to_numpy() for c in df.columns})
-    glyphs = fig.quad(left=pf.X0, right=pf.X1, bottom=pf.Y0, top=pf.Y1, source=source,
-                      fill_color=color, line_color=color, line_width=line_width)
-    fig.add_tools(HoverTool(renderers=[glyphs], tooltips=tips, formatters=formatters or {}))
     lo, hi = (min(ranks), max(ranks)) if ranks else (0, 0)
-    fig.y_range = Range1d(hi + 0.5, lo - 0.5)  # inverted: rank 0 at the top
-    fig.yaxis.ticker = _rank_ticks(ranks) or [0]
-    fig.xaxis.formatter = ms_ticks()
-    fig.grid.grid_line_alpha = 0.3
-    fig.name = root_name("timeline")
-    return _lean(fig)
+    fig = bp.figure(
+        width=WIDTH, height=height, tools=_ZOOM_X, active_scroll="xwheel_zoom",
+        x=bp.Axis("time since the trace start", formatter=ms_ticks(), grid=_FAINT),
+        y=bp.Axis("rank", Range1d(hi + 0.5, lo - 0.5),  # inverted: rank 0 at the top
+                  ticker=_fixed_ticks(_rank_ticks(ranks)), grid=_FAINT),
+        name=root_name("timeline"))
+    glyphs = bp.draw(fig, Quad(left=pf.X0, right=pf.X1, bottom=pf.Y0, top=pf.Y1,
+                               fill_color=color, line_color=color, line_width=line_width),
+                     bp.source(df))
+    bp.hover(fig, [glyphs], tips, formatters)
+    return fig
 
 
 def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
@@ -175,43 +172,40 @@ def occupancy(occ: Any, ranks: list[int]) -> Any:
 def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
     """Per layer (one row each), the phases' parts end to end; a black tick marks the bound."""
     bokeh_load.load()
-    from bokeh.models import HoverTool, Range1d
-    from bokeh.plotting import figure
+    from bokeh.models import Quad, Range1d, Segment
 
     from tracekit.reports import plotframes_agg as agg
 
     layers = sorted(int(v) for v in wf[s.LAYER].unique())
     df = wf.assign(**{pf.Y0: wf[s.LAYER] - 0.38, pf.Y1: wf[s.LAYER] + 0.38})
-    fig = figure(width=WIDTH, height=max(200, min(1400, 30 * len(layers) + 90)),
-                 tools="xwheel_zoom,xpan,box_zoom,reset,save", active_scroll="xwheel_zoom",
-                 x_axis_label="time per rank within the layer", y_axis_label="layer",
-                 output_backend="canvas", toolbar_location="above")
-    rects = fig.quad(left=agg.START_MS, right=agg.END_MS, bottom=pf.Y0, top=pf.Y1,
-                     source=_source(df), fill_color=pf.COLOR, line_color="white", line_width=1)
-    fig.add_tools(HoverTool(renderers=[rects], tooltips=tooltips([
+    lo, hi = (min(layers), max(layers)) if layers else (0, 0)
+    fig = bp.figure(
+        width=WIDTH, height=max(200, min(1400, 30 * len(layers) + 90)), tools=_ZOOM_X,
+        active_scroll="xwheel_zoom",
+        x=bp.Axis("time per rank within the layer", formatter=ms_ticks(), grid=_FAINT),
+        y=bp.Axis("layer", Range1d(hi + 0.5, lo - 0.5),  # inverted: the first layer on top
+                  ticker=_fixed_ticks(_rank_ticks(layers)), grid=_FAINT),
+        name=root_name("waterfall"))
+    rects = bp.draw(fig, Quad(left=agg.START_MS, right=agg.END_MS, bottom=pf.Y0, top=pf.Y1,
+                              fill_color=pf.COLOR, line_color="white", line_width=1),
+                    bp.source(df))
+    bp.hover(fig, [rects], tooltips([
         ("layer", s.LAYER), ("phase", s.PHASE), ("part", agg.SEGMENT),
-        ("time per rank", agg.MS_TXT), ("bound", agg.BOUND_TXT), ("paths", agg.PATHS)])))
+        ("time per rank", agg.MS_TXT), ("bound", agg.BOUND_TXT), ("paths", agg.PATHS)]))
     if len(bounds):
         b = bounds.assign(**{pf.Y0: bounds[s.LAYER] - 0.46, pf.Y1: bounds[s.LAYER] + 0.46})
-        ticks = fig.segment(x0=agg.BOUND_MS, y0=pf.Y0, x1=agg.BOUND_MS, y1=pf.Y1,
-                            source=_source(b), line_color="black", line_width=3)
-        fig.add_tools(HoverTool(renderers=[ticks], tooltips=tooltips([
+        ticks = bp.draw(fig, Segment(x0=agg.BOUND_MS, y0=pf.Y0, x1=agg.BOUND_MS, y1=pf.Y1,
+                                     line_color="black", line_width=3), bp.source(b))
+        bp.hover(fig, [ticks], tooltips([
             ("bound of", s.PHASE), ("layer", s.LAYER), ("bound", agg.BOUND_TXT),
-            ("paths", agg.PATHS)])))
-    lo, hi = (min(layers), max(layers)) if layers else (0, 0)
-    fig.y_range = Range1d(hi + 0.5, lo - 0.5)  # inverted: the first layer at the top
-    fig.yaxis.ticker = _rank_ticks(layers) or [0]
-    fig.xaxis.formatter = ms_ticks()
-    fig.grid.grid_line_alpha = 0.3
-    fig.name = root_name("waterfall")
-    return _lean(fig)
+            ("paths", agg.PATHS)]))
+    return fig
 
 
 def phase_bars(parts: pd.DataFrame) -> Any:
     """Per phase, its parts stacked (one bar each, in the frame's order), legend on the right."""
     bokeh_load.load()
-    from bokeh.models import HoverTool, Legend, LegendItem
-    from bokeh.plotting import figure
+    from bokeh.models import DataRange1d, FactorRange, HoverTool, Legend, LegendItem, VBar
 
     phases = [str(p) for p in pd.unique(parts[s.PHASE].astype(str))]
     df = parts.assign(**{s.PHASE: parts[s.PHASE].astype(str)})
@@ -219,24 +213,22 @@ def phase_bars(parts: pd.DataFrame) -> Any:
     top = ms.groupby(df[s.PHASE], sort=False).cumsum()
     df = df.assign(**{"_bottom": top - ms, "_top": top, "_width": 0.8,
                       pf.COLOR: df[pf.PART].map(pf.PART_COLORS).fillna("#888888")})
-    fig = figure(x_range=phases, width=WIDTH, height=380, tools="hover,save,reset",
-                 x_axis_label="phase", y_axis_label="time per rank", output_backend="canvas",
-                 toolbar_location="above")
-    bars = fig.vbar(x=s.PHASE, bottom="_bottom", top="_top", width="_width",
-                    source=_source(df), fill_color=pf.COLOR, line_color="white")
-    hover = fig.select_one({"type": HoverTool})
+    hover = HoverTool(tooltips=tooltips([("phase", s.PHASE), ("part", pf.PART),
+                                         ("time per rank", pf.MS_PER_RANK)]))
+    fig = bp.figure(
+        width=WIDTH, height=380, tools=(hover, "save", "reset"),
+        x=bp.Axis("phase", FactorRange(factors=phases), kind="categorical",
+                  grid={"grid_line_color": None}),
+        y=bp.Axis("time per rank", DataRange1d(start=0), formatter=ms_ticks()),
+        name=root_name("phases"))
+    bars = bp.draw(fig, VBar(x=s.PHASE, bottom="_bottom", top="_top", width="_width",
+                             fill_color=pf.COLOR, line_color="white"), bp.source(df))
     hover.renderers = [bars]
-    hover.tooltips = tooltips([("phase", s.PHASE), ("part", pf.PART),
-                               ("time per rank", pf.MS_PER_RANK)])
     names = [str(p) for p in pd.unique(df[pf.PART])]
     index = {name: int(np.flatnonzero(df[pf.PART].to_numpy() == name)[0]) for name in names}
-    fig.add_layout(Legend(items=[LegendItem(label=name, renderers=[bars], index=index[name])
-                                 for name in names]), "right")
-    fig.yaxis.formatter = ms_ticks()
-    fig.y_range.start = 0
-    fig.xgrid.grid_line_color = None
-    fig.name = root_name("phases")
-    return _lean(fig)
+    fig.right.append(Legend(items=[LegendItem(label=name, renderers=[bars], index=index[name])
+                                   for name in names]))
+    return fig
 
 
 def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[float, float]:
@@ -250,25 +242,14 @@ def _log_figure(title: str, ylabel: str, yformatter: Any, x_range: tuple[float, 
     caller shares between the figures of one panel (stateless: one model serialised, not
     one per axis)."""
     from bokeh.models import Range1d
-    from bokeh.plotting import figure
 
-    fig = figure(width=WIDTH // 2, height=420, x_axis_type="log", y_axis_type="log",
-                 x_range=Range1d(*x_range), y_range=Range1d(*y_range), title=title,
-                 x_axis_label="message size S (nccl-tests)", y_axis_label=ylabel,
-                 tools="wheel_zoom,pan,box_zoom,reset,save", active_scroll="wheel_zoom",
-                 output_backend="canvas", toolbar_location="above")
-    fig.xaxis.formatter = xformatter
-    fig.xaxis.ticker = ticker
-    fig.yaxis.formatter = yformatter
-    fig.yaxis.ticker = ticker
-    fig.grid.grid_line_alpha = 0.3
-    return fig
-
-
-def _source(df: pd.DataFrame) -> Any:
-    from bokeh.models import ColumnDataSource
-
-    return ColumnDataSource({str(c): df[c].to_numpy() for c in df.columns})
+    return bp.figure(
+        width=WIDTH // 2, height=420, title=title,
+        tools=("wheel_zoom", "pan", "box_zoom", "reset", "save"), active_scroll="wheel_zoom",
+        x=bp.Axis("message size S (nccl-tests)", Range1d(*x_range), kind="log", ticker=ticker,
+                  formatter=xformatter, grid=_FAINT),
+        y=bp.Axis(ylabel, Range1d(*y_range), kind="log", ticker=ticker, formatter=yformatter,
+                  grid=_FAINT))
 
 
 XS, YS = "xs", "ys"  # a multi-line source: one list of x and of y per line
@@ -288,8 +269,7 @@ def efficiency(groups: pd.DataFrame) -> Any:
     bound curves: the number of bokeh models, which the page's build time follows, does not
     grow with the number of keys."""
     bokeh_load.load()
-    from bokeh.layouts import row
-    from bokeh.models import HoverTool, Legend, LegendItem, Span
+    from bokeh.models import Legend, LegendItem, MultiLine, Row, Scatter, Segment, Span
 
     from tracekit.reports import plotframes_agg as agg
 
@@ -312,85 +292,104 @@ def efficiency(groups: pd.DataFrame) -> Any:
     right = _log_figure("achieved (dots) and bound (dashed, diamonds) bandwidth",
                         "algorithm bandwidth S / time", _formatter(_GBPS_TICKS), xr, bw_range,
                         sizes, ticker)
-    src = _source(df)
-    left.segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX, source=src,
-                 line_color=pf.COLOR, line_width=2, line_alpha=0.6)
-    medians = left.scatter(x=s.MSG_BYTES, y=agg.EFF_MED, source=src, color=pf.COLOR, size=9)
-    right.segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX, source=src,
-                  line_color=pf.COLOR, line_width=2, line_alpha=0.6)
-    achieved = right.scatter(x=s.MSG_BYTES, y=agg.BW_MED, source=src, color=pf.COLOR, size=9)
+    src = bp.source(df)
+    bp.draw(left, Segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX,
+                          line_color=pf.COLOR, line_width=2, line_alpha=0.6), src)
+    medians = bp.draw(left, _dots(agg.EFF_MED), src)
+    bp.draw(right, Segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX,
+                           line_color=pf.COLOR, line_width=2, line_alpha=0.6), src)
+    achieved = bp.draw(right, _dots(agg.BW_MED), src)
     bound = (df.groupby([pf.KEY, s.MSG_BYTES], sort=True)[pf.BOUND_GBPS].median()
              .reset_index())
     bound = bound.assign(**{pf.COLOR: bound[pf.KEY].map(cmap)})
     by_key = bound.groupby(pf.KEY, sort=True)
-    curves = right.multi_line(xs=XS, ys=YS, source=_source(pd.DataFrame({
+    curves = bp.draw(right, MultiLine(xs=XS, ys=YS, line_color=pf.COLOR, line_dash="dashed",
+                                      line_width=2), bp.source(pd.DataFrame({
         XS: [g[s.MSG_BYTES].to_numpy() for _, g in by_key],
         YS: [g[pf.BOUND_GBPS].to_numpy() for _, g in by_key],
-        pf.COLOR: [cmap[k] for k, _ in by_key]})),
-        line_color=pf.COLOR, line_dash="dashed", line_width=2)
-    right.scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, source=_source(bound), marker="diamond",
-                  size=12, line_color=pf.COLOR, fill_alpha=0)
+        pf.COLOR: [cmap[k] for k, _ in by_key]})))
+    # fill_color: what bokeh.plotting gives a glyph without one (drawn with fill_alpha 0)
+    bp.draw(right, Scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, marker="diamond", size=12,
+                           line_color=pf.COLOR, fill_color="#1f77b4", fill_alpha=0),
+            bp.source(bound))
     first = _first_rows(df[pf.KEY], keys)
-    left.add_layout(Legend(location="bottom_right", items=[
+    left.center.append(Legend(location="bottom_right", items=[
         LegendItem(label=k, renderers=[medians], index=i) for k, i in zip(keys, first,
                                                                           strict=True)]))
-    right.add_layout(Legend(location="bottom_right", items=[
+    right.center.append(Legend(location="bottom_right", items=[
         item for n, (k, i) in enumerate(zip(keys, first, strict=True))
         for item in (LegendItem(label=f"{k} achieved", renderers=[achieved], index=i),
                      LegendItem(label=f"{k} bound", renderers=[curves], index=n))]))
-    left.add_layout(Span(location=1.0, dimension="width", line_color="#444444",
-                         line_dash="dashed", line_width=1.5))
-    left.add_tools(HoverTool(renderers=[medians], tooltips=tips))
-    right.add_tools(HoverTool(renderers=[achieved], tooltips=tips))
-    return row(_lean(left), _lean(right), name=root_name("efficiency"))
+    left.center.append(Span(location=1.0, dimension="width", line_color="#444444",
+                            line_dash="dashed", line_width=1.5))
+    bp.hover(left, [medians], tips)
+    bp.hover(right, [achieved], tips)
+    return Row(children=[left, right], name=root_name("efficiency"))
+
+
+def _dots(y: str) -> Any:
+    """The efficiency panel's markers: message size across, ``y`` up, coloured per row."""
+    from bokeh.models import Scatter
+
+    return Scatter(x=s.MSG_BYTES, y=y, size=9, fill_color=pf.COLOR, line_color=pf.COLOR,
+                   hatch_color=pf.COLOR)
 
 
 def a2a(data: pf.A2A) -> Any:
     """Left: the C[i][j] heat map (source rank i down, destination j across); right: bytes
     sent and received per rank."""
     bokeh_load.load()
-    from bokeh.layouts import row
-    from bokeh.models import ColorBar, HoverTool, LinearColorMapper, Range1d
+    from bokeh.core.properties import value
+    from bokeh.models import (
+        ColorBar,
+        DataRange1d,
+        FactorRange,
+        HoverTool,
+        Legend,
+        LegendItem,
+        LinearColorMapper,
+        Range1d,
+        Rect,
+        Row,
+        VBar,
+    )
     from bokeh.palettes import Viridis256
-    from bokeh.plotting import figure
     from bokeh.transform import dodge
 
     ranks = sorted(int(r) for r in set(data.matrix[s.SRC_RANK]) | set(data.matrix[s.DST_RANK]))
-    ticks = _rank_ticks(ranks)
+    ticks = _fixed_ticks(_rank_ticks(ranks))  # one ticker for both axes
     lo, hi = (min(ranks), max(ranks)) if ranks else (0, 0)
     m = data.matrix.assign(**{s.MSG_BYTES: data.matrix[s.MSG_BYTES].astype(float)})
     mapper = LinearColorMapper(palette=Viridis256, low=float(m[s.MSG_BYTES].min()),
                                high=float(m[s.MSG_BYTES].max()))
-    heat = figure(width=WIDTH // 2 + 60, height=480, x_range=Range1d(lo - 0.5, hi + 0.5),
-                  y_range=Range1d(hi + 0.5, lo - 0.5), tools="hover,save,reset",
-                  x_axis_label="destination rank j", y_axis_label="source rank i",
-                  title=f"C[i][j] bytes, summed over {data.instances} all-to-all instance(s)",
-                  output_backend="canvas", toolbar_location="above")
-    cells = heat.rect(x=s.DST_RANK, y=s.SRC_RANK, width=1, height=1, source=_source(m),
-                      fill_color={"field": s.MSG_BYTES, "transform": mapper}, line_color=None)
-    hover = heat.select_one({"type": HoverTool})
-    hover.renderers = [cells]
-    hover.tooltips = tooltips([(s.DST_RANK, s.DST_RANK), (s.SRC_RANK, s.SRC_RANK),
-                               (s.MSG_BYTES, s.MSG_BYTES)])
-    heat.add_layout(ColorBar(color_mapper=mapper, formatter=bytes_ticks()), "right")
-    heat.xaxis.ticker = heat.yaxis.ticker = ticks or [0]
+    hover = HoverTool(tooltips=tooltips([(s.DST_RANK, s.DST_RANK), (s.SRC_RANK, s.SRC_RANK),
+                                         (s.MSG_BYTES, s.MSG_BYTES)]))
+    heat = bp.figure(
+        width=WIDTH // 2 + 60, height=480, tools=(hover, "save", "reset"),
+        title=f"C[i][j] bytes, summed over {data.instances} all-to-all instance(s)",
+        x=bp.Axis("destination rank j", Range1d(lo - 0.5, hi + 0.5), ticker=ticks),
+        y=bp.Axis("source rank i", Range1d(hi + 0.5, lo - 0.5), ticker=ticks))
+    hover.renderers = [bp.draw(heat, Rect(
+        x=s.DST_RANK, y=s.SRC_RANK, width=1, height=1, line_color=None,
+        fill_color={"field": s.MSG_BYTES, "transform": mapper}), bp.source(m))]
+    heat.right.append(ColorBar(color_mapper=mapper, formatter=bytes_ticks()))
     per = data.per_rank.assign(**{s.RANK: data.per_rank[s.RANK].astype(int).astype(str)})
-    names = list(per[s.RANK])
-    bars = figure(x_range=names, width=WIDTH // 2 - 60, height=480, tools="hover,save,reset",
-                  x_axis_label="rank", y_axis_label="bytes",
-                  title="bytes sent and received per rank", output_backend="canvas",
-                  toolbar_location="above")
-    src = _source(per)
-    drawn = [bars.vbar(x=dodge(s.RANK, offset, range=bars.x_range), top=col, width=0.4,
-                       source=src, color=color, legend_label=col)
-             for col, offset, color in ((s.SEND_BYTES, -0.2, "#4c78a8"),
-                                        (s.RECV_BYTES, 0.2, "#f58518"))]
-    hover = bars.select_one({"type": HoverTool})
-    hover.renderers = drawn
-    hover.tooltips = tooltips([(s.RANK, s.RANK), (s.SEND_BYTES, s.SEND_BYTES),
-                               (s.RECV_BYTES, s.RECV_BYTES)])
-    bars.xaxis.major_label_orientation = np.pi / 2
-    bars.yaxis.formatter = bytes_ticks()
-    bars.y_range.start = 0
-    bars.xgrid.grid_line_color = None
-    return row(_lean(heat), _lean(bars), name=root_name("a2a"))
+    hover = HoverTool(tooltips=tooltips([(s.RANK, s.RANK), (s.SEND_BYTES, s.SEND_BYTES),
+                                         (s.RECV_BYTES, s.RECV_BYTES)]))
+    factors = FactorRange(factors=list(per[s.RANK]))
+    bars = bp.figure(
+        width=WIDTH // 2 - 60, height=480, tools=(hover, "save", "reset"),
+        title="bytes sent and received per rank",
+        x=bp.Axis("rank", factors, kind="categorical", grid={"grid_line_color": None},
+                  props={"major_label_orientation": np.pi / 2}),
+        y=bp.Axis("bytes", DataRange1d(start=0), formatter=bytes_ticks()))
+    src = bp.source(per)
+    hover.renderers = [
+        bp.draw(bars, VBar(x=dodge(s.RANK, offset, range=factors), top=col, width=0.4,
+                           fill_color=color, line_color=color, hatch_color=color), src)
+        for col, offset, color in ((s.SEND_BYTES, -0.2, "#4c78a8"),
+                                   (s.RECV_BYTES, 0.2, "#f58518"))]
+    bars.center.append(Legend(items=[
+        LegendItem(label=value(col), renderers=[r])
+        for col, r in zip((s.SEND_BYTES, s.RECV_BYTES), hover.renderers, strict=True)]))
+    return Row(children=[heat, bars], name=root_name("a2a"))
