@@ -198,17 +198,22 @@ def _per_key(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], I64]:
     return group_rows(*(keys[:, k] for k in range(keys.shape[1])))
 
 
+def rows_by_key(tl: Timeline, inv: I64, n: int) -> tuple[I64, I64, I64, np.ndarray]:
+    """The timeline's (key, start, end, class) with its rows grouped by key ``inv`` (0..n-1)
+    once, by a stable sort (each key's rows stay in start order), so that no union over a
+    key's rows sorts its own subset again."""
+    order = by_key(inv, n)
+    if order is None:
+        return inv, tl.start, tl.end, tl.cls
+    return inv[order], tl.start[order], tl.end[order], tl.cls[order]
+
+
 def time_classes(tl: Timeline) -> pa.Table:
     """TIME_CLASSES: per (rank, device, stream) and per device (tid null) busy time by class."""
     # Per stream: key = (lane, tid).
     s_keys, inv = _per_key(np.stack([tl.lane, tl.tid], axis=1))
     n = len(s_keys)
-    # the rows grouped by key once (a stable sort: each key's rows stay in start order), so
-    # that no union below sorts its own subset again
-    order = by_key(inv, n)
-    start, end, cls = tl.start, tl.end, tl.cls
-    if order is not None:
-        inv, start, end, cls = inv[order], start[order], end[order], cls[order]
+    inv, start, end, cls = rows_by_key(tl, inv, n)
     per_class = class_segments(inv, start, end, cls, n)
     busy = segments(inv, start, end, n)
     first = np.full(n, np.iinfo(np.int64).max)

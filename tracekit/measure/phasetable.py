@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from tracekit import schema
 from tracekit.measure.crossrank import frame
-from tracekit.measure.intervals import Segments, by_key, group_rows
+from tracekit.measure.intervals import Segments, group_rows
 from tracekit.measure.phases import (
     CLASS_COLUMNS,
     CLASSES,
@@ -26,6 +26,7 @@ from tracekit.measure.phases import (
     Timeline,
     class_segments,
     exposed_of_segments,
+    rows_by_key,
     uncovered_of_segments,
     value_codes,
 )
@@ -70,12 +71,7 @@ def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int
     time and exposed communication."""
     keys, inv = group_rows(tl.lane, phase_code, layer)
     n = len(keys)
-    # the rows grouped by key once (stable: start order within a key), so that no union
-    # below sorts its subset again
-    order = by_key(inv, n)
-    start, end, cls = tl.start, tl.end, tl.cls
-    if order is not None:
-        inv, start, end, cls = inv[order], start[order], end[order], cls[order]
+    inv, start, end, cls = rows_by_key(tl, inv, n)
     per_layer = class_segments(inv, start, end, cls, n)
     comm = per_layer[COMM]
     exposed = uncovered_of_segments(tl, comm, keys[:, 0])
