@@ -105,8 +105,8 @@ def _column(column: pa.ChunkedArray, field: pa.Field, rows: pa.Array | None,
 def masked(values: np.ndarray, missing: np.ndarray | None, kind: pa.DataType) -> pa.Array:
     """``pa.array(values, kind, mask=missing)`` from the numpy buffers: ``values`` (of
     ``kind``'s numpy type, whatever the missing rows hold) becomes the data buffer and
-    ``missing`` a packed validity bitmap. pyarrow's own mask path costs 2-20 ms per
-    million rows (it walks the mask value by value); this costs a pack of the mask."""
+    ``missing`` a packed validity bitmap. pyarrow's own mask path took 2.4 ms (int64) to
+    20 ms (int32) for 874k rows here, the buffers 0.1 ms."""
     data = np.ascontiguousarray(values, dtype=kind.to_pandas_dtype())
     if missing is None or not missing.any():
         return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
