@@ -58,7 +58,7 @@ from tracekit.rules.layers import (
 from tracekit.rules.lints import collective_units, run_lints
 from tracekit.rules.loader import load_rules
 from tracekit.rules.model import RuleSet
-from tracekit.rules.nesting import fill_from_nested, prefixed
+from tracekit.rules.nesting import fill_from_nested, nested_source
 from tracekit.rules.notify import PREPARES, fill_prepared_ops, prepared_targets, take_prepared
 from tracekit.rules.paths import (
     Families,
@@ -70,6 +70,7 @@ from tracekit.rules.paths import (
 )
 from tracekit.rules.signatures import layer_codes, transfer
 from tracekit.rules.stacks import missing_call_sites, with_call_sites
+from tracekit.rules.verdicts import Coded, reason_prefixed
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
 from tracekit.tables import integral, masked, to_frame, to_pandas
@@ -221,39 +222,39 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
 
     # the evidence but the runloop thread's group is the same in both passes
     ranks_key = spread([*ranks_lists, None], ranks_codes, comm.index)
-    static = evidence_codes(comm, ranks_codes)  # equal codes where the tuples are equal
-    groups = attribute_groups(comm, rules, topo, pg_table, ranks_key, static)
-    groups = _from_wrappers(comm, groups)
+    static = evidence_codes(comm, ranks_key)  # equal codes where the tuples are equal
+    link = _links(comm)
+    verdicts = _from_wrappers(link, attribute_groups(comm, rules, topo, pg_table, ranks_key,
+                                                     static))
     # the runloop threads' groups; without any (no gloo instance, or none decided) the
     # second pass would see the evidence of the first and give its verdicts again
     if has_gloo_instances(comm):
-        decided = groups[S.GROUP].where(groups[S.STATUS] == Status.ATTRIBUTED)
-        comm[F.THREAD_GROUP] = thread_groups(comm, decided)
+        decided = np.where(verdicts.has_status(Status.ATTRIBUTED), verdicts.column("group"),
+                           np.nan)
+        comm[F.THREAD_GROUP] = thread_groups(comm, pd.Series(decided, index=comm.index,
+                                                             dtype=object))
         by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
         linked = comm[comm[F.LINK] >= 0]
         if not linked.empty:
             comm.loc[linked.index, F.THREAD_GROUP] = comm.loc[
                 by_row.reindex(linked[F.LINK]).to_numpy(), F.THREAD_GROUP].to_numpy()
         if comm[F.THREAD_GROUP].notna().any():
-            groups = _from_wrappers(comm, attribute_groups(comm, rules, topo, pg_table,
-                                                           ranks_key, static))
-    groups = fill_from_nested(comm, groups, S.GROUP,
-                              [S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES], F.GROUP_REASON)
+            verdicts = _from_wrappers(link, attribute_groups(comm, rules, topo, pg_table,
+                                                             ranks_key, static))
+    verdicts = _from_nested(comm, verdicts)
     if cross_rank:
-        unlinked = ~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
-        asked = comm.loc[unlinked.to_numpy(), [S.RANK, S.NAME, S.OP, S.CALL_SITE, F.CALL_KEY]]
-        last = participants_pass(asked.join(groups), topo)
-        at = groups.index.get_indexer(last.index)
-        if len(at) == len(groups) and last.columns.equals(groups.columns) \
-                and (at == np.arange(len(at))).all():
-            groups = last  # every row asked (no gloo link): its verdicts as they are
-        for col in last.columns if last is not groups else ():
-            values = groups[col].to_numpy(dtype=object, copy=True)
-            values[at] = last[col].to_numpy(dtype=object)
-            groups[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
-    groups = world_fallback(comm, groups, topo, run)
-    groups = _from_wrappers(comm, groups)
-    return comm.drop(columns=[c for c in _GROUP_SCRATCH if c in comm]).join(groups)
+        asked = np.flatnonzero(~comm[F.ROW].isin(comm.loc[comm[F.LINK] >= 0, F.LINK])
+                               .to_numpy())
+        sub = comm[[S.RANK, S.NAME, S.OP, S.CALL_SITE, F.CALL_KEY]]
+        if len(asked) < len(comm):
+            sub = sub.take(asked)
+            verdicts = verdicts.placed(asked, participants_pass(sub, verdicts.subset(asked),
+                                                                topo))
+        else:  # every row asked (no gloo link)
+            verdicts = participants_pass(sub, verdicts, topo)
+    verdicts = _from_wrappers(link, world_fallback(comm, verdicts, topo, run))
+    return comm.drop(columns=[c for c in _GROUP_SCRATCH if c in comm]).join(
+        verdicts.frame(comm.index))
 
 
 def _ranks_codes(events: pa.Table, comm: pd.DataFrame,
@@ -301,23 +302,32 @@ def _group_sizes(comm: pd.DataFrame, topo: Topology | None) -> pd.Series:
     return own.fillna(pd.Series(sizes[codes], index=comm.index, dtype="float"))
 
 
-def _from_wrappers(comm: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
-    """A gloo annotation takes the verdict of the c10d op that caused it."""
+def _links(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of the gloo annotations linked to a c10d op, positions of those ops)."""
     link = comm[F.LINK].to_numpy()
     linked = np.flatnonzero(link >= 0)
     if not linked.size:
-        return groups
+        return linked, linked
     position = pd.Series(np.arange(len(comm)), index=comm[F.ROW].to_numpy())
-    target = position.reindex(link[linked]).to_numpy().astype(np.int64)
-    out = groups.copy(deep=False)  # the columns written are replaced, not modified
-    for col in (S.GROUP, S.STATUS, F.GROUP_RULE, F.CANDIDATES, F.GROUP_REASON):
-        values = groups[col].to_numpy(dtype=object, copy=True)
-        taken = values[linked]
-        if col == F.GROUP_REASON:
-            taken = prefixed(taken, "linked c10d op: ")
-        values[target] = taken
-        out[col] = pd.Series(values, index=groups.index, dtype=object, copy=False)
-    return out
+    return linked, position.reindex(link[linked]).to_numpy().astype(np.int64)
+
+
+def _from_wrappers(link: tuple[np.ndarray, np.ndarray], verdicts: Coded) -> Coded:
+    """A gloo annotation takes the verdict of the c10d op that caused it."""
+    linked, target = link
+    return verdicts.carried(target, linked, reason_prefixed("linked c10d op: "))
+
+
+def _from_nested(comm: pd.DataFrame, verdicts: Coded) -> Coded:
+    """Rows without a group take the verdict of a decided row nested with them."""
+    need = verdicts.lacks_group()
+    src = nested_source(comm, pd.Series(need, index=comm.index),
+                        pd.Series(~need, index=comm.index)).dropna()
+    if src.empty:
+        return verdicts
+    at = comm.index.get_indexer(src.index)
+    take = comm.index.get_indexer(src.astype(np.int64).to_numpy())
+    return verdicts.carried(at, take, reason_prefixed("nested with a decided event: "))
 
 
 # the columns of the first unit of each logical collective that the layer steps read

@@ -31,12 +31,11 @@ from tracekit.rules import frame as F
 from tracekit.rules.keys import (
     factorize,
     first_rows,
-    objects,
     row_codes,
-    spread,
     tuple_key_series,
 )
 from tracekit.rules.model import RuleSet
+from tracekit.rules.verdicts import Coded
 from tracekit.schema import Status
 from tracekit.topology import Topology
 
@@ -185,8 +184,6 @@ def _size_candidates(topo: Topology | None, rank: int, op: object, nin: object,
     return tuple(out)
 
 
-VERDICT_COLUMNS = ((S.GROUP, "group"), (S.STATUS, "status"), (F.GROUP_RULE, "rule_id"),
-                   (F.GROUP_REASON, "reason"), (F.CANDIDATES, "candidates"))
 KEY_COLUMNS = (
     S.RANK, S.PG_DESC, F.RANKS_KEY, S.PG_NAME, F.CALL_GROUP, F.CALL_RULE, F.THREAD_GROUP,
     F.KGROUP, F.KRULE, S.OP, S.IN_NELEMS, S.OUT_NELEMS,
@@ -202,13 +199,12 @@ def evidence_codes(comm: pd.DataFrame, ranks_key: pd.Series | np.ndarray) -> np.
 
 def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
                      pg_table: pd.DataFrame, ranks_key: pd.Series | None = None,
-                     static: np.ndarray | None = None) -> pd.DataFrame:
-    """Group, status, rule id, reason and candidates for every communication row
-    (``ranks_key``: each row's PG_RANKS as a tuple, ``static``: ``evidence_codes``, when the
-    caller has them already)."""
+                     static: np.ndarray | None = None) -> Coded:
+    """The verdict (group, status, rule id, reason, candidates) of every communication row,
+    in code space (``ranks_key``: each row's PG_RANKS as a tuple, ``static``:
+    ``evidence_codes``, when the caller has them already)."""
     if comm.empty:
-        return pd.DataFrame(index=comm.index, columns=[S.GROUP, S.STATUS, F.GROUP_RULE,
-                                                       F.GROUP_REASON, F.CANDIDATES])
+        return Coded.of((), np.zeros(0, dtype=np.int32))
     if ranks_key is None:
         ranks_key = tuple_key_series(comm[S.PG_RANKS])
     if static is None:
@@ -228,16 +224,7 @@ def attribute_groups(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None,
                  pg_lookup)
         for key in zip(*keys, strict=True)
     ]
-    return verdict_frame(verdicts, codes, comm.index)
-
-
-def verdict_frame(verdicts: Sequence[Verdict], codes: np.ndarray,
-                  index: pd.Index) -> pd.DataFrame:
-    """Group, status, rule id, reason and candidates of ``verdicts[code]`` for every row."""
-    return pd.DataFrame({
-        col: spread([getattr(v, attr) for v in verdicts], codes, index)
-        for col, attr in VERDICT_COLUMNS
-    }, index=index)
+    return Coded.of(verdicts, codes)
 
 
 def _none(value: object) -> object:
@@ -340,30 +327,30 @@ def _issuers(calls: np.ndarray, rank: np.ndarray) -> list[frozenset[int]]:
     return [frozenset(rank_of[a:b]) for a, b in pairwise(bounds)]
 
 
-def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame:
+def participants_pass(comm: pd.DataFrame, verdicts: Coded, topo: Topology | None) -> Coded:
     """The weakest evidence: which ranks issued the same call (name, op, call site) at all.
 
     A collective's communicator has every member issue that call, so its members are a subset
     of those ranks. For rows still without a group, the candidates are the communicators that
     contain the row's rank and whose members all issued the call (intersected with earlier
     candidates). Needs a topology and two or more rank files. Runs once per distinct
-    (rank, call, earlier candidates).
+    (rank, call, earlier candidates). ``verdicts``: those of ``comm``'s rows so far.
     """
-    out = comm[[S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON, F.CANDIDATES]]
     if topo is None or comm[S.RANK].nunique() < 2:
-        return out
+        return verdicts
     site = comm[F.CALL_KEY] if F.CALL_KEY in comm else comm[S.CALL_SITE]  # codes: alike
     calls = row_codes([comm[S.NAME], comm[S.OP], site])
     rank = comm[S.RANK].astype(int).to_numpy()
     issuers = _issuers(calls, rank)
-    open_rows = np.flatnonzero((out[S.STATUS] != Status.ATTRIBUTED).to_numpy())
+    open_rows = np.flatnonzero(~verdicts.has_status(Status.ATTRIBUTED))
     if not open_rows.size:
-        return out
-    # the candidate tuples are shared per verdict: coded by reference first
-    cand_codes, cand_uniq = factorize(out[F.CANDIDATES].to_numpy()[open_rows])
+        return verdicts
+    # the earlier candidates, coded per verdict of the table (equal tuples alike)
+    cand_of, cand_uniq = factorize(verdicts.per_verdict("candidates"))
+    cand_codes = np.take(np.asarray(cand_of, dtype=np.int64), verdicts.codes[open_rows])
     before_of = [tuple(c) if c else () for c in cand_uniq] + [()]  # code -1: none
     pair = row_codes([rank[open_rows], calls[open_rows], cand_codes])
-    verdicts: list[Verdict] = []
+    found: list[Verdict] = []
     for at in first_rows(pair).tolist():
         r, key, before = int(rank[open_rows[at]]), calls[open_rows[at]], before_of[cand_codes[at]]
         took_part = issuers[key]
@@ -375,13 +362,8 @@ def participants_pass(comm: pd.DataFrame, topo: Topology | None) -> pd.DataFrame
         ev = [Evidence("earlier evidence", before, "prior")] if before else []
         ev.append(Evidence(f"ranks issuing this call {sorted(took_part)}", tuple(cands),
                            "participants"))
-        verdicts.append(resolve(ev))
-    decided = np.array([v.status != Status.UNATTRIBUTED for v in verdicts], dtype=bool)[pair]
+        found.append(resolve(ev))
+    decided = np.array([v.status != Status.UNATTRIBUTED for v in found], dtype=bool)[pair]
     if not decided.any():
-        return out
-    rows, chosen = open_rows[decided], pair[decided]
-    for col, attr in VERDICT_COLUMNS:
-        values = out[col].to_numpy(dtype=object, copy=True)
-        values[rows] = objects([getattr(v, attr) for v in verdicts]).to_numpy()[chosen]
-        out[col] = pd.Series(values, index=out.index, dtype=object, copy=False)
-    return out
+        return verdicts
+    return verdicts.written(open_rows[decided], found, pair[decided])

@@ -20,9 +20,8 @@ import pandas as pd
 
 from tracekit import model
 from tracekit import schema as S
-from tracekit.rules import frame as F
 from tracekit.rules.groups import Verdict
-from tracekit.rules.keys import objects
+from tracekit.rules.verdicts import Coded
 from tracekit.schema import Group, Status
 from tracekit.topology import Topology
 
@@ -74,27 +73,21 @@ def _verdict(rank: int, world: int, topo: Topology | None, subgroups: bool | Non
                    f"{base}; candidates WORLD (or a subgroup: {why})", (Group.WORLD,))
 
 
-def world_fallback(comm: pd.DataFrame, groups: pd.DataFrame, topo: Topology | None,
-                   run: model.Run) -> pd.DataFrame:
+def world_fallback(comm: pd.DataFrame, verdicts: Coded, topo: Topology | None,
+                   run: model.Run) -> Coded:
     """Rows still without any group evidence get the declared world as candidate."""
     sizes = _world_sizes(run)
     if not sizes:
-        return groups
+        return verdicts
     # the open rows, tested column by column on the rows still in question (few of many)
-    at = np.flatnonzero(groups[S.STATUS].to_numpy() == Status.UNATTRIBUTED)
+    at = np.flatnonzero(verdicts.has_status(Status.UNATTRIBUTED))
     op = comm[S.OP].to_numpy()[at]
     at = at[pd.notna(op) & ~pd.Series(op, dtype=object).isin(_P2P).to_numpy()]
     ranks = comm[S.RANK].to_numpy()[at]
     at = at[pd.Series(ranks).isin(list(sizes)).to_numpy()]
     if not at.size:
-        return groups
+        return verdicts
     subgroups = _subgroups(run)
-    out = groups.copy(deep=False)  # the columns written are replaced, not modified
     distinct, which = np.unique(comm[S.RANK].to_numpy()[at].astype(int), return_inverse=True)
-    verdicts = [_verdict(r, sizes[r], topo, subgroups.get(r)) for r in distinct.tolist()]
-    for col, attr in ((S.GROUP, "group"), (S.STATUS, "status"), (F.GROUP_RULE, "rule_id"),
-                      (F.GROUP_REASON, "reason"), (F.CANDIDATES, "candidates")):
-        values = out[col].to_numpy(dtype=object, copy=True)
-        values[at] = objects([getattr(v, attr) for v in verdicts]).to_numpy()[which.reshape(-1)]
-        out[col] = pd.Series(values, index=out.index, dtype=object, copy=False)
-    return out
+    found = [_verdict(r, sizes[r], topo, subgroups.get(r)) for r in distinct.tolist()]
+    return verdicts.written(at, found, which.reshape(-1))

@@ -1,0 +1,73 @@
+"""Verdicts in code space (tracekit.rules.verdicts) against the five object columns they
+replace, written row by row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracekit import schema as S
+from tracekit.rules import frame as F
+from tracekit.rules.groups import Verdict
+from tracekit.rules.verdicts import VERDICT_COLUMNS, Coded, reason_prefixed
+
+A = Verdict("TP", S.Status.ATTRIBUTED, "desc", "description 'tp'", ("TP",))
+B = Verdict(None, S.Status.AMBIGUOUS, "shape", "out/in 8", ("TP", "MOE_EP"))
+C = Verdict(None, S.Status.UNATTRIBUTED, None, None, ())  # type: ignore[arg-type]
+
+
+def _rows(coded: Coded) -> list[tuple[object, ...]]:
+    frame = coded.frame(pd.RangeIndex(len(coded.codes)))
+    return list(frame.itertuples(index=False, name=None))
+
+
+def _plain(verdicts: list[Verdict]) -> list[tuple[object, ...]]:
+    return [tuple(getattr(v, attr) for _, attr in VERDICT_COLUMNS) for v in verdicts]
+
+
+def test_frame_columns_and_values() -> None:
+    coded = Coded.of([A, B, C], np.array([2, 0, 0, 1]))
+    frame = coded.frame(pd.Index([10, 11, 12, 13]))
+    assert list(frame.columns) == [S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON,
+                                   F.CANDIDATES]
+    assert all(frame[c].dtype == object for c in frame.columns)
+    assert frame[F.CANDIDATES].tolist() == [(), ("TP",), ("TP",), ("TP", "MOE_EP")]
+    assert _rows(coded) == _plain([C, A, A, B])
+    # one shared object per verdict: the engine's factorize by reference relies on it
+    assert frame[S.GROUP].iloc[1] is frame[S.GROUP].iloc[2]
+
+
+def test_status_and_group_tests() -> None:
+    coded = Coded.of([A, B, C], np.array([2, 0, 1, 0]))
+    assert coded.has_status(S.Status.ATTRIBUTED).tolist() == [False, True, False, True]
+    assert coded.lacks_group().tolist() == [True, False, True, False]
+    empty = Coded.of((), np.zeros(0, dtype=np.int32))
+    assert empty.has_status(S.Status.ATTRIBUTED).shape == (0,)
+    assert empty.frame(pd.RangeIndex(0)).shape == (0, 5)
+
+
+def test_carried_matches_pairwise_copy_with_prefix() -> None:
+    rows = [A, B, C, C, B]
+    coded = Coded.of([A, B, C], np.array([0, 1, 2, 2, 1]))
+    target, source = np.array([2, 3, 2]), np.array([0, 1, 4])
+    out = coded.carried(target, source, reason_prefixed("nested: "))
+    expected = list(rows)
+    for t, s in zip(target.tolist(), source.tolist(), strict=True):  # the last write wins
+        v = rows[s]
+        expected[t] = Verdict(v.group, v.status, v.rule_id, "nested: " + v.reason,
+                              v.candidates)
+    assert _rows(out) == _plain(expected)
+    assert _rows(coded) == _plain(rows)  # the input is not modified
+    # a verdict without a text reason keeps none
+    none_reason = Coded.of([C], np.array([0, 0])).carried(np.array([1]), np.array([0]),
+                                                          reason_prefixed("x: "))
+    assert none_reason.column("reason").tolist() == [None, None]
+
+
+def test_written_subset_placed() -> None:
+    coded = Coded.of([A, B], np.array([0, 1, 1, 0, 1]))
+    rows = np.array([1, 2, 4])
+    part = coded.subset(rows).written(np.array([0, 2]), [C, A], np.array([1, 0]))
+    assert _rows(part) == _plain([A, B, C])
+    whole = coded.placed(rows, part)
+    assert _rows(whole) == _plain([A, A, B, A, C])
