@@ -46,7 +46,7 @@ from tracekit.rules.keys import (
     row_codes,
     spread,
 )
-from tracekit.rules.launcher import launchers, take_launcher_facts
+from tracekit.rules.launcher import launch_rows, launchers, take_launcher_facts
 from tracekit.rules.layers import (
     host_times,
     issue_order,
@@ -199,7 +199,8 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                       (F.GLOO, lambda r: r.library == "gloo")):
         table = np.array([flag(r) for r in rules.kernel_classes] + [False], dtype=bool)
         comm[col] = table[at_rule]
-    source = launchers(frame, comm)
+    comm[F.LAUNCH] = launch_rows(frame, comm)  # read again for the issue order
+    source = launchers(frame, comm, comm[F.LAUNCH].to_numpy())
     ranks_codes, ranks_lists = _ranks_codes(run.events, comm, source)
     comm = take_launcher_facts(comm, source)
     op = comm[S.OP].to_numpy(dtype=object, copy=True)  # the rule's op where none
@@ -347,8 +348,8 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     inst = comm[F.INSTANCE].astype(bool)
     comm[F.UNIT] = (has_gloo & is_wrapper) | (inst & ~comm[F.ROW].isin(linked_targets))
     # issue order: a kernel counts from its launch (streams overlap on the device)
-    lane = comm[[c for c in (S.RANK, S.CORRELATION, S.KIND) if c in comm]]  # narrow copy
-    comm[F.ORDER_TS] = host_times(frame, lane.assign(**{F.ORDER_TS: comm[S.TS_NS]}))
+    comm[F.ORDER_TS] = host_times(frame, comm[[S.TS_NS]].rename(columns={S.TS_NS: F.ORDER_TS}),
+                                  comm[F.LAUNCH].to_numpy())
     members = comm[[S.RANK, S.GROUP, S.PG_RANKS]]  # what a group size is read from
     issue = issue_order(comm)  # the unit rows in issue order
     ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],

@@ -52,3 +52,4 @@ CALL_KEY = "_call_key"
 PREVIOUS = "_previous"
 LAYER_NO = "_layer_no"
 SPAN_NO = "_span_no"
+LAUNCH = "_launch"  # EVENTS position of a kernel's launch (launcher.launch_rows)

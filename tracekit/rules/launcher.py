@@ -22,6 +22,7 @@ from tracekit.rules.keys import correlation_ids, lane_time_keys, row_codes
 _LANE = [S.RANK, S.PID, S.TID]
 _LAUNCH_FACTS = (S.PID, S.TID, S.TS_NS)  # of the runtime launch
 MAX_DEPTH = 4  # c10d op > record_param_comms > nccl:* title: three levels in practice
+NOT_LAUNCHED = -2  # launch_rows of a row that is not a kernel with a correlation
 # facts a kernel takes from its launcher where it has none of its own
 CARRIED = (S.PG_DESC, S.PG_NAME, S.PG_RANKS, S.GROUP_SIZE)
 
@@ -31,27 +32,21 @@ def _op(comm: pd.DataFrame) -> pd.Series:
     return comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
 
 
-def launchers(frame: pd.DataFrame, comm: pd.DataFrame) -> pd.Series:
-    """For every communication row: the comm index of the CPU op that launched it, or -1."""
-    out = np.full(len(comm), -1, dtype=np.int64)
-    kinds = comm[S.KIND]
-    device = np.flatnonzero(((kinds == S.Kind.KERNEL) & comm[S.CORRELATION].notna()).to_numpy())
-    host = np.flatnonzero((kinds.isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
-                           & ~comm[F.INSTANCE].astype(bool)).to_numpy())
-    # of those, the rows with an op so far (tested on the host rows alone: few of many)
-    host = host[pd.notna(comm[S.OP].to_numpy()[host]) | pd.notna(comm[F.RULE_OP].to_numpy()[host])]
+def launch_rows(frame: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
+    """For every communication row that is a kernel with a correlation: the ``frame`` position
+    of its launch, the first runtime row with its (rank, correlation), -1 where there is
+    none; -2 for the other rows. Both the launcher search and the issue order
+    (``layers.host_times``) read it."""
+    out = np.full(len(comm), NOT_LAUNCHED, dtype=np.int64)
+    if S.CORRELATION not in frame or S.CORRELATION not in comm:
+        return out
+    device = np.flatnonzero(((comm[S.KIND] == S.Kind.KERNEL)
+                             & comm[S.CORRELATION].notna()).to_numpy())
+    out[device] = -1
     runtime = np.flatnonzero(((frame[S.KIND] == S.Kind.RUNTIME)
                               & frame[S.CORRELATION].notna()).to_numpy())
-    if device.size and host.size and runtime.size:
-        kernel, src = _launched(frame, comm, device, host, runtime)
-        out[kernel] = src
-    return pd.Series(out, index=comm.index, dtype=np.int64)
-
-
-def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host: np.ndarray,
-              runtime: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(kernel positions, comm index of their launcher) of the ``device`` rows of ``comm``."""
-    # the launch of each kernel: the first runtime row of its (rank, correlation)
+    if not device.size or not runtime.size:
+        return out
     keys = row_codes([
         np.concatenate([frame[S.RANK].to_numpy()[runtime], comm[S.RANK].to_numpy()[device]]),
         correlation_ids(np.concatenate([frame[S.CORRELATION].to_numpy()[runtime],
@@ -59,7 +54,29 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
     first = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
     r_keys, r_first = np.unique(keys[:runtime.size], return_index=True)
     first[r_keys] = runtime[r_first]
-    launch = first[keys[runtime.size:]]
+    out[device] = first[keys[runtime.size:]]
+    return out
+
+
+def launchers(frame: pd.DataFrame, comm: pd.DataFrame, launch: np.ndarray) -> pd.Series:
+    """For every communication row: the comm index of the CPU op that launched it, or -1
+    (``launch``: ``launch_rows``)."""
+    out = np.full(len(comm), -1, dtype=np.int64)
+    device = np.flatnonzero(launch != NOT_LAUNCHED)  # kernels with a correlation
+    host = np.flatnonzero((comm[S.KIND].isin([S.Kind.CPU_OP, S.Kind.COMM_OP, S.Kind.ANNOTATION])
+                           & ~comm[F.INSTANCE].astype(bool)).to_numpy())
+    # of those, the rows with an op so far (tested on the host rows alone: few of many)
+    host = host[pd.notna(comm[S.OP].to_numpy()[host]) | pd.notna(comm[F.RULE_OP].to_numpy()[host])]
+    if device.size and host.size and (launch[device] >= 0).any():
+        kernel, src = _launched(frame, comm, device, host, launch[device])
+        out[kernel] = src
+    return pd.Series(out, index=comm.index, dtype=np.int64)
+
+
+def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host: np.ndarray,
+              launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel positions, comm index of their launcher) of the ``device`` rows of ``comm``,
+    launched at the ``frame`` rows ``launch``."""
     columns = [frame[c].to_numpy() for c in _LAUNCH_FACTS]
     ok = launch >= 0
     if np.result_type(*(c.dtype for c in columns)).kind == "f":
@@ -80,11 +97,12 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
         np.concatenate([comm[S.RANK].to_numpy()[kernel], comm[S.RANK].to_numpy()[host]]),
         np.concatenate([l_pid, comm[S.PID].to_numpy()[host].astype(np.int64)]),
         np.concatenate([l_tid, comm[S.TID].to_numpy()[host].astype(np.int64)])])
-    keys, width = lane_time_keys(lanes, np.concatenate([l_ts, h_ts]))
+    keys, _ = lane_time_keys(lanes, np.concatenate([l_ts, h_ts]))
     l_key, h_key = keys[:kernel.size], keys[kernel.size:]
+    l_lane, h_lane = lanes[:kernel.size], lanes[kernel.size:]
     # the host ops by start (ties in the order a merge_asof on them would see), then by lane
     order = np.argsort(h_ts)
-    order = order[np.argsort(h_key[order] // width, kind="stable")]
+    order = order[np.argsort(h_lane[order], kind="stable")]
     alive = np.ones(order.size, dtype=bool)
     left = np.arange(kernel.size)
     found_k: list[np.ndarray] = []
@@ -95,7 +113,7 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
         cand = order[alive]
         pos = np.searchsorted(h_key[cand], l_key[left], side="right") - 1
         hit = pos >= 0
-        hit[hit] = h_key[cand[pos[hit]]] // width == l_key[left[hit]] // width
+        hit[hit] = h_lane[cand[pos[hit]]] == l_lane[left[hit]]
         at = cand[np.where(hit, pos, 0)]
         inside = hit & (h_end[at] >= l_ts[left])
         found_k.append(left[inside])

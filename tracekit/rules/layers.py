@@ -29,7 +29,8 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
-from tracekit.rules.keys import correlation_ids, factorize, lane_time_keys
+from tracekit.rules.keys import factorize, lane_time_keys
+from tracekit.rules.launcher import launch_rows
 from tracekit.rules.model import RuleSet
 
 STEP_MARKER = re.compile(r"^(?:step\[|ProfilerStep#)")
@@ -150,42 +151,26 @@ def _enclosing(units: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
     return pd.Series(values, index=units.index)
 
 
-def host_times(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
+def host_times(events: pd.DataFrame, units: pd.DataFrame,
+               launch: np.ndarray | None = None) -> pd.Series:
     """Host-side time of each unit: a kernel's launch (runtime call with the same correlation
     on the same rank, e.g. cudaLaunchKernel or the cudaGraphLaunch that replayed it), else
-    the unit's own start. Host annotations (steps, layers) enclose host times.
+    the unit's own start. Host annotations (steps, layers) enclose host times. ``launch``:
+    ``launcher.launch_rows(events, units)`` where the caller has it.
 
     As in the pandas steps this replaces, where some units have a launch and some do not,
     all the times pass through float64 (the launch times were looked up with missing
     values, and the own times written into that float column)."""
     out = units[F.ORDER_TS].copy()
-    if S.CORRELATION not in events or S.CORRELATION not in units:
+    if launch is None:
+        launch = launch_rows(events, units)
+    at = np.flatnonzero(launch >= 0)
+    if not at.size:
         return out
-    runtime = np.flatnonzero(((events[S.KIND] == S.Kind.RUNTIME)
-                              & events[S.CORRELATION].notna()).to_numpy())
-    if not runtime.size:
-        return out
-    device = np.flatnonzero((units[S.CORRELATION].notna()
-                             & (units[S.KIND] == S.Kind.KERNEL)).to_numpy())
-    launched = np.zeros(0, dtype=np.int64)
-    at = np.zeros(0, dtype=np.int64)
-    if device.size:
-        # the launch of each kernel: the first runtime row of its (rank, correlation)
-        keys = row_codes(
-            np.concatenate([events[S.RANK].to_numpy()[runtime],
-                            units[S.RANK].to_numpy()[device]]),
-            correlation_ids(np.concatenate([events[S.CORRELATION].to_numpy()[runtime],
-                                            units[S.CORRELATION].to_numpy()[device]])))
-        first = np.full(int(keys.max()) + 1, -1, dtype=np.int64)
-        r_keys, r_first = np.unique(keys[:runtime.size], return_index=True)
-        first[r_keys] = runtime[r_first]
-        launch = first[keys[runtime.size:]]
-        ok = launch >= 0
-        at = device[ok]
-        launched = events[S.TS_NS].to_numpy()[launch[ok]].astype(np.int64)
+    launched = events[S.TS_NS].to_numpy()[launch[at]].astype(np.int64)
     values = out.to_numpy().copy()
     values[at] = launched
-    if at.size and at.size < len(units):  # as pandas wrote them: through one float64 array
+    if at.size < len(units):  # as pandas wrote them: through one float64 array
         values = values.astype(np.float64).astype(np.int64)
     return pd.Series(values, index=out.index, name=out.name)
 
