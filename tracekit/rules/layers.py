@@ -29,7 +29,7 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
-from tracekit.rules.keys import factorize, lane_time_keys
+from tracekit.rules.keys import factorize, lane_time_keys, missing
 from tracekit.rules.launcher import launch_rows
 from tracekit.rules.model import RuleSet
 
@@ -64,17 +64,19 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
     if F.CALL_KEY in comm:  # the engine's call-site codes
         call = comm[F.CALL_KEY].to_numpy(dtype=np.int64)[at]
-        empty = np.flatnonzero(comm[S.CALL_SITE].to_numpy()[at] == "")
-        if empty.size:  # no call site and an empty one are the same
-            call[call < 0] = call[empty[0]]
+        empty = _empty_site_code(comm[S.CALL_SITE].to_numpy()[at], call)
+        if empty is not None:  # no call site and an empty one are the same
+            call[call < 0] = empty
     else:
         every_call, sites = factorize(comm[S.CALL_SITE])
         call = every_call[at]
         if "" in set(sites):  # no call site and an empty one are the same
             call[call < 0] = list(sites).index("")
     rule = comm[F.KRULE].to_numpy()[at]
-    own_meta = (comm[S.PG_NAME].notna() | comm[S.PG_DESC].notna()).to_numpy()[at]
-    located = ((comm[S.KIND] == S.Kind.KERNEL) | comm[S.CALL_SITE].notna()).to_numpy()[at]
+    # tested on the unit rows alone, each distinct object once (keys.missing)
+    own_meta = ~(missing(comm[S.PG_NAME].to_numpy()[at]) & missing(comm[S.PG_DESC].to_numpy()[at]))
+    located = (_is_kind(comm[S.KIND], S.Kind.KERNEL)[at]
+               | ~missing(comm[S.CALL_SITE].to_numpy()[at]))
     is_grouped = _truth(grouped.to_numpy(dtype=object)[at]) & ~own_meta & located
     same = np.zeros(len(at), dtype=bool)
     same[1:] = (is_grouped[1:] & is_grouped[:-1] & (rank[1:] == rank[:-1])
@@ -93,8 +95,9 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     ids = np.where(whole | (size == 1), ids, -(rows + 1))
     ids = row_codes(ids)  # numbered by first appearance
     gop = grouped_op.to_numpy(dtype=object)[at]  # the kernel rules' texts: shared already
-    ops = as_objects(comm[S.OP])[at]
-    lop = np.where(whole & pd.notna(gop), gop, ops)
+    lop = as_objects(comm[S.OP].to_numpy()[at])
+    take = np.flatnonzero(whole & ~missing(gop))
+    lop[take] = gop[take]
     # spread over all rows by position, as a reindex would: NaN where a row is no unit (the
     # ids then float64, the ops NaN objects)
     if len(at) == len(comm):
@@ -105,6 +108,28 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     all_ops[at] = lop
     return (pd.Series(all_ids, index=comm.index),
             pd.Series(all_ops, index=comm.index, dtype=object))
+
+
+def _empty_site_code(sites: np.ndarray, call: np.ndarray) -> int | None:
+    """The call code of an empty call site ("") among ``sites`` (coded ``call``, -1: none),
+    tested on the first row of each code; None where no site is empty."""
+    if not len(call):
+        return None
+    first = np.full(int(call.max()) + 2, -1, dtype=np.int64)
+    first[call[::-1] + 1] = np.arange(len(call) - 1, -1, -1)  # reversed: the first row wins
+    reps = first[first >= 0]
+    empty = reps[np.asarray(sites[reps] == "", dtype=bool)]
+    return int(call[empty.min()]) if empty.size else None
+
+
+def _is_kind(kinds: pd.Series, kind: str) -> np.ndarray:
+    """``kinds == kind`` of a KIND column, on the categorical's codes where it is one."""
+    if isinstance(kinds.dtype, pd.CategoricalDtype):
+        categories = kinds.cat.categories
+        if kind not in categories:
+            return np.zeros(len(kinds), dtype=bool)
+        return kinds.cat.codes.to_numpy() == categories.get_loc(kind)
+    return (kinds == kind).to_numpy()
 
 
 def _truth(flags: np.ndarray) -> np.ndarray:
