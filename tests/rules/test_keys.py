@@ -7,6 +7,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema as S
+from tracekit.rules import keys
 from tracekit.rules.keys import (
     first_rows,
     list_codes,
@@ -202,3 +203,26 @@ def test_list_codes_equal_tuple_keys_across_chunks_slices_and_null_members() -> 
     codes, distinct = list_codes(pa.array([[1, None], [2], [1, None]], pa.list_(pa.int32())))
     assert codes.tolist() == [0, 1, 0] and len(distinct) == 2
     assert list_codes(pa.chunked_array([], pa.list_(pa.int32())))[0].size == 0
+
+
+def test_few_distinct_objects_are_coded_as_pandas_codes_them() -> None:
+    """The comparison path (at most _PEEL distinct objects) and its fallbacks: a value the
+    row sample misses, more values than it codes, equal values in distinct objects, NaN
+    and None side by side."""
+    rng = np.random.default_rng(7)
+    twin = "".join(["ab", "c"])  # equal to "abc", another object
+    cases: list[list[object]] = [["a"], [None, "b"], ["x", None, "y"], ["p", "q", "r", "s"],
+                                 ["abc", twin, None], [None, np.nan, "z", float("nan")],
+                                 [str(i) for i in range(9)]]
+    for values in cases:
+        table = np.empty(len(values), dtype=object)
+        table[:] = values
+        array = table[rng.integers(0, len(values), 5000)]
+        rare = array.copy()
+        rare[4321] = "rare"  # one row the sample of every ~10th row does not see
+        for a in (array, rare):
+            codes, uniques = keys.factorize(a)
+            want_codes, want_uniques = pd.factorize(a)
+            assert codes.tolist() == want_codes.tolist(), values
+            assert list(uniques) == list(want_uniques), values
+            assert keys.missing(a).tolist() == pd.isna(a).tolist(), values

@@ -460,13 +460,15 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     src = at[ids.astype(np.int64) if whole else ids[known].astype(np.int64)]
     borrowed = (first[F.GROUP_RULE].to_numpy(dtype=object) == "layer.signature")[src]
     every = whole and bool(borrowed.all())
-    for col in _VERDICT if borrowed.any() else ():
+    lent = np.flatnonzero(borrowed)  # positions in ``src`` of the rows a signature lent to
+    to, of = (known[lent], src[lent]) if lent.size and not every else (lent, lent)
+    for col in _VERDICT if lent.size else ():
         theirs = first[col].to_numpy(dtype=object)
         if every:
             values = theirs[src]
         else:
             values = comm[col].to_numpy(dtype=object, copy=True)  # object text: references
-            values[known[borrowed]] = theirs[src[borrowed]]
+            values[to] = theirs[of]
         comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
     for col in _PER_LOGICAL:
         per_first = first[col].to_numpy()
