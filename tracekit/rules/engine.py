@@ -40,6 +40,7 @@ from tracekit.rules.groups import (
 from tracekit.rules.kernels import classify_table, rule_column
 from tracekit.rules.keys import (
     correlation_ids,
+    equal_codes,
     factorize,
     list_codes,
     missing,
@@ -145,7 +146,10 @@ def _frames(events: pa.Table, krule: np.ndarray,
     """The engine's two working frames: what the steps read of every event, and the
     communication rows (kernel class communication or fused) with the columns read of them."""
     frame = to_frame(events, _ALL_ROWS, shared=True)  # only read: views where it can
-    frame[F.ROW] = np.arange(len(frame), dtype=np.int64)
+    # each event's thread (rank, pid, tid), coded once: the launcher and nesting searches
+    # and the wrapper fill all match rows by it
+    thread, span = equal_codes([frame[S.RANK], frame[S.PID], frame[S.TID]])
+    frame[F.THREAD_KEY] = thread.astype(np.int32) if span < 2**31 else row_codes([thread])
     kinds = _kinds(events)
     frame[S.KIND] = kinds
     in_comm = np.array([r.cls in COMM_CLASSES for r in rules.kernel_classes] + [False])
@@ -153,6 +157,7 @@ def _frames(events: pa.Table, krule: np.ndarray,
     comm = to_frame(events, _NEEDED, np.flatnonzero(in_comm[kernel_rule]))
     comm[F.ROW] = comm.index.to_numpy()
     comm[S.KIND] = pd.Series(kinds.take(comm[F.ROW].to_numpy()), index=comm.index)
+    comm[F.THREAD_KEY] = np.take(frame[F.THREAD_KEY].to_numpy(), comm[F.ROW].to_numpy())
     return frame, comm
 
 
@@ -515,9 +520,9 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
     open_rows = comm[S.LOGICAL_ID].isna().to_numpy()
     if not open_rows.any():
         return comm
-    thread = row_codes([comm[c].fillna(-1) for c in (S.RANK, S.PID, S.TID)])
+    thread = comm[F.THREAD_KEY].to_numpy()
     on = np.flatnonzero(np.isin(thread, np.unique(thread[open_rows])))
-    narrow = comm[[S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]].take(on)
+    narrow = comm[[F.THREAD_KEY, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]].take(on)
     filled = fill_from_nested(narrow, narrow, S.LOGICAL_ID, _ORDER_FACTS)
     if filled is not narrow:
         for col in _ORDER_FACTS:

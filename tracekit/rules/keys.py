@@ -18,6 +18,14 @@ import pyarrow as pa
 def row_codes(columns: Sequence[Any]) -> np.ndarray:
     """One code per row, equal where every column is equal (missing values equal each other),
     numbered 0.. in order of first appearance. Values must be hashable."""
+    key, span = equal_codes(columns)
+    return first_appearance(key, span)
+
+
+def equal_codes(columns: Sequence[Any]) -> tuple[np.ndarray, int]:
+    """(one code per row, equal where every column is equal, as ``row_codes``; an exclusive
+    bound on the codes), numbered in no particular order: for keys that are only compared,
+    sorted or matched, the renumbering pass of ``row_codes`` is saved."""
     key: np.ndarray | None = None
     span = 1  # key < span
     for column in columns:
@@ -32,8 +40,8 @@ def row_codes(columns: Sequence[Any]) -> np.ndarray:
             span = int(key.max()) + 1 if key.size else 1
         key, span = key * width + codes, span * width
     if key is None:
-        return np.zeros(0, dtype=np.int64)
-    return first_appearance(key, span)
+        return np.zeros(0, dtype=np.int64), 1
+    return key, span
 
 
 def first_appearance(key: np.ndarray, span: int) -> np.ndarray:

@@ -93,10 +93,14 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
     kernel = device[ok]
     h_ts = comm[S.TS_NS].to_numpy(dtype=np.int64)[host]
     h_end = h_ts + comm[S.DUR_NS].to_numpy(dtype=np.int64)[host]
-    lanes = row_codes([
-        np.concatenate([comm[S.RANK].to_numpy()[kernel], comm[S.RANK].to_numpy()[host]]),
-        np.concatenate([l_pid, comm[S.PID].to_numpy()[host].astype(np.int64)]),
-        np.concatenate([l_tid, comm[S.TID].to_numpy()[host].astype(np.int64)])])
+    if F.THREAD_KEY in frame and F.THREAD_KEY in comm:  # the engine's thread codes
+        lanes = np.concatenate([np.take(frame[F.THREAD_KEY].to_numpy(), launch[ok]),
+                                np.take(comm[F.THREAD_KEY].to_numpy(), host)])
+    else:
+        lanes = row_codes([
+            np.concatenate([comm[S.RANK].to_numpy()[kernel], comm[S.RANK].to_numpy()[host]]),
+            np.concatenate([l_pid, comm[S.PID].to_numpy()[host].astype(np.int64)]),
+            np.concatenate([l_tid, comm[S.TID].to_numpy()[host].astype(np.int64)])])
     keys, _ = lane_time_keys(lanes, np.concatenate([l_ts, h_ts]))
     l_key, h_key = keys[:kernel.size], keys[kernel.size:]
     l_lane, h_lane = lanes[:kernel.size], lanes[kernel.size:]

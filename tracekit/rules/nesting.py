@@ -16,18 +16,22 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
+from tracekit.rules import frame as F
 from tracekit.rules.keys import factorize, lane_time_keys, missing, row_codes
 
 _KEYS = [S.RANK, S.PID, S.TID]
 
 
 def nested_source(comm: pd.DataFrame, need: pd.Series, have: pd.Series) -> pd.Series:
-    """For each row in ``need``: index of a ``have`` row nested with it (same thread), or NaN."""
+    """For each row in ``need``: index of a ``have`` row nested with it (same thread), or NaN.
+    The thread is ``comm``'s THREAD_KEY where it has one (the engine's code of each row's
+    (rank, pid, tid)), else coded here from those columns."""
     out = pd.Series(np.nan, index=comm.index)
     need_at, have_at = np.flatnonzero(need.to_numpy()), np.flatnonzero(have.to_numpy())
     if not need_at.size or not have_at.size:
         return out
-    lane = row_codes([comm[k].fillna(-1).astype(np.int64).to_numpy() for k in _KEYS])
+    lane = comm[F.THREAD_KEY].to_numpy() if F.THREAD_KEY in comm else \
+        row_codes([comm[k].fillna(-1).astype(np.int64).to_numpy() for k in _KEYS])
     start = comm[S.TS_NS].to_numpy(dtype=np.int64)
     end = start + comm[S.DUR_NS].to_numpy(dtype=np.int64)
     # the have rows by start (the order a merge_asof on them uses for ties), then by lane
