@@ -46,6 +46,7 @@ from tracekit.rules.keys import (
     missing,
     row_codes,
     spread,
+    taken,
 )
 from tracekit.rules.launcher import launch_rows, launchers, take_launcher_facts
 from tracekit.rules.layers import (
@@ -360,16 +361,19 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],
                            lambda at: _sizes_once(members, at, topo), issue)
     comm[S.LOGICAL_ID] = ids
-    comm[F.LOGICAL_OP] = lop.where(lop.notna(), comm[S.OP])
+    logical_op = lop.to_numpy(dtype=object, copy=True)
+    none = np.flatnonzero(missing(logical_op))
+    logical_op[none] = comm[S.OP].to_numpy(dtype=object)[none]
+    comm[F.LOGICAL_OP] = pd.Series(logical_op, index=comm.index, dtype=object, copy=False)
     by_rules, seen_paths = rule_paths_seen(comm, rules, topo)
     for col, values in by_rules.items():
         comm[col] = values
 
     # the units in issue order, then the first unit of each logical collective (the first
     # row of each logical id in that order); only the columns the layer steps read are taken
-    unit_steps = steps(frame, comm[[S.RANK, F.ORDER_TS]].take(issue))
+    unit_steps = steps(frame, taken(comm, [S.RANK, F.ORDER_TS], issue))
     lead = firsts.first_rows(row_codes([_integral(comm[S.LOGICAL_ID].to_numpy()[issue])]))
-    first = comm[_FIRST_COLS].take(issue[lead])
+    first = taken(comm, _FIRST_COLS, issue[lead])
     first[F.STEP] = unit_steps.to_numpy()[lead]
     # equal (op, group, name, call site) tokens, equal codes (missing values alike)
     first[F.TOKEN] = row_codes([first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
@@ -522,7 +526,7 @@ def _fill_wrappers(comm: pd.DataFrame) -> pd.DataFrame:
         return comm
     thread = comm[F.THREAD_KEY].to_numpy()
     on = np.flatnonzero(np.isin(thread, np.unique(thread[open_rows])))
-    narrow = comm[[F.THREAD_KEY, S.TS_NS, S.DUR_NS, *_ORDER_FACTS]].take(on)
+    narrow = taken(comm, [F.THREAD_KEY, S.TS_NS, S.DUR_NS, *_ORDER_FACTS], on)
     filled = fill_from_nested(narrow, narrow, S.LOGICAL_ID, _ORDER_FACTS)
     if filled is not narrow:
         for col in _ORDER_FACTS:

@@ -203,6 +203,13 @@ def spread(values: Sequence[Any], codes: np.ndarray, index: pd.Index) -> pd.Seri
     return pd.Series(objects(values).to_numpy()[codes], index=index, dtype=object, copy=False)
 
 
+def taken(frame: pd.DataFrame, columns: Sequence[str], at: np.ndarray) -> pd.DataFrame:
+    """``frame[columns].take(at)`` column by column: pandas' take of a column selection first
+    copies the selected columns whole (one block per dtype), then takes the rows."""
+    return pd.DataFrame({c: frame[c].take(at) for c in columns}, index=frame.index[at],
+                        copy=False)
+
+
 def tuple_keys(lists: pd.Series) -> list[tuple[int, ...] | None]:
     """Each list-like value (numpy array, list, tuple) as a tuple of ints; None where missing
     or empty. Equal arrays share one tuple (a communicator's member list recurs on every row)."""

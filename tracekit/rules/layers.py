@@ -29,7 +29,7 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
-from tracekit.rules.keys import factorize, lane_time_keys, missing
+from tracekit.rules.keys import factorize, lane_time_keys, missing, taken
 from tracekit.rules.launcher import launch_rows
 from tracekit.rules.model import RuleSet
 
@@ -206,7 +206,7 @@ def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     codes, texts = _name_texts(events[S.NAME].to_numpy()[at])
     hits = pd.Series(texts).str.contains(STEP_MARKER).to_numpy(dtype=bool)
     mask = hits[codes] if len(codes) else np.zeros(0, dtype=bool)
-    return _enclosing(units, events[[S.RANK, S.TS_NS, S.DUR_NS]].take(at[mask]))
+    return _enclosing(units, taken(events, [S.RANK, S.TS_NS, S.DUR_NS], at[mask]))
 
 
 def _name_texts(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -230,7 +230,7 @@ def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> 
         hit = np.flatnonzero(pd.notna(layer))
         if not hit.size:
             continue
-        spans = events[[S.RANK, S.TS_NS, S.DUR_NS]].take(at[hit])
+        spans = taken(events, [S.RANK, S.TS_NS, S.DUR_NS], at[hit])
         spans[F.LAYER_NO] = pd.Series(layer[hit], dtype=object, copy=False).astype(
             int).to_numpy()
         pos = _enclosing(units, spans)

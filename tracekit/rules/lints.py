@@ -29,7 +29,7 @@ from tracekit import schema as S
 from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import row_codes
-from tracekit.rules.keys import list_codes, spread, tuple_key_series
+from tracekit.rules.keys import list_codes, spread, taken, tuple_key_series
 from tracekit.rules.model import FrozenMap, LintRule, RuleSet
 from tracekit.topology import Topology
 
@@ -356,7 +356,7 @@ def collective_units(comm: pd.DataFrame) -> pa.Table:
     ranks attributed apart concatenate into the table of the ranks attributed together."""
     keep = [c for c in (*(col for col, _ in _UNIT_COLUMNS), F.UNIT) if c in comm]
     # only the first unit rows of the columns kept are copied: the frame is wide and long
-    units = comm[keep].take(_unit_rows(comm))
+    units = taken(comm, keep, _unit_rows(comm))
     if units.empty:
         return S.empty(S.COLLECTIVE_UNITS)
     table = pa.table({out: pa.array(units[col], from_pandas=True)

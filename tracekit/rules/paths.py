@@ -26,6 +26,7 @@ from tracekit import schema as S
 from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import row_codes
+from tracekit.rules.keys import taken
 from tracekit.rules.model import PathLabelRule, RuleSet, When
 from tracekit.topology import Topology
 
@@ -65,7 +66,7 @@ def rule_paths_seen(comm: pd.DataFrame, rules: RuleSet,
     key_cols = [F.CALL_KEY if c == S.CALL_SITE and F.CALL_KEY in comm else c
                 for c in facts_cols if c not in _OF_KRULE]
     codes = row_codes(*(comm[c] for c in key_cols))
-    reps = comm[facts_cols].iloc[firsts.first_rows(codes)].astype("object")
+    reps = taken(comm, facts_cols, firsts.first_rows(codes)).astype("object")
     paths = np.empty(len(reps), dtype=object)
     path_rules = np.empty(len(reps), dtype=object)
     for i, key in enumerate(reps.itertuples(index=False, name=None)):

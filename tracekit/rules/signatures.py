@@ -24,7 +24,7 @@ from tracekit.rules.grouping import (
     row_codes,
     sequence_ids,
 )
-from tracekit.rules.keys import factorize
+from tracekit.rules.keys import factorize, taken
 from tracekit.rules.model import RuleSet
 from tracekit.schema import Status
 
@@ -41,7 +41,7 @@ def transfer(first: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     keyed = np.flatnonzero(first[S.LAYER].notna().to_numpy())  # positions of layer rows
     if not keyed.size:
         return first
-    layer_key = layer_codes(first[[S.RANK, F.STEP, S.LAYER]].take(keyed))
+    layer_key = layer_codes(taken(first, [S.RANK, F.STEP, S.LAYER], keyed))
     ops = _text_codes(first[F.LOGICAL_OP].to_numpy(dtype=object)[keyed])
     sig_of_layer, _ = sequence_ids(ops, layer_key)
     col = {c: first[c].to_numpy(dtype=object)[keyed]
