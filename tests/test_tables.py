@@ -36,3 +36,27 @@ def test_integral_is_the_checked_cast(kind: pa.DataType) -> None:
 def test_integral_refuses_a_fraction() -> None:
     with pytest.raises(ValueError, match="fraction"):
         integral(np.array([1.0, 2.5, np.nan]), pa.int64())
+
+
+def test_to_frame_text_of_chunked_dictionaries_is_pyarrows_with_one_object_per_value() -> None:
+    """Chunks with dictionaries of their own (one per rank in EVENTS), nulls, a repeated
+    dictionary value and an empty chunk: the values are pyarrow's, and each distinct text is
+    one Python object across every chunk (the engine codes text columns by reference)."""
+    from tracekit.tables import to_frame
+
+    a, b, c = "c10d::allreduce_ a", "nccl:all_reduce b", "record_param_comms c"  # not interned
+    chunks = [pa.array([b, None, a, b]).dictionary_encode(),
+              pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 0], pa.int32()),
+                                             pa.array([a, a])),
+              pa.array([], pa.string()).dictionary_encode(),
+              pa.array([None, c, a]).dictionary_encode()]
+    table = pa.table({"name": pa.chunked_array(chunks)})
+    want = table.column("name").cast(pa.string()).to_pylist()
+    for rows in (None, np.array([0, 2, 3, 4, 6, 9, 10])):
+        got = to_frame(table, ["name"], rows)["name"].to_numpy()
+        expected = want if rows is None else [want[i] for i in rows]
+        assert got.dtype == object and got.tolist() == expected
+        by_value: dict[str, int] = {}
+        for v in got.tolist():
+            if v is not None:
+                assert by_value.setdefault(v, id(v)) == id(v)

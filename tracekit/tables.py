@@ -34,20 +34,31 @@ def to_pandas(table: pa.Table, columns: Sequence[str] | None = None) -> pd.DataF
 
 
 def _objects(column: pa.ChunkedArray) -> np.ndarray:
-    """A string or dictionary-of-string column as an object array (None where null); a
-    dictionary column makes one Python string per distinct value, not one per row."""
-    parts: list[np.ndarray] = []
-    for chunk in column.chunks:
-        if pa.types.is_dictionary(chunk.type):
-            values = np.empty(len(chunk.dictionary) + 1, dtype=object)
-            values[:-1] = chunk.dictionary.cast(pa.string()).to_numpy(zero_copy_only=False)
-            idx = pc.fill_null(chunk.indices, -1).to_numpy(zero_copy_only=False)
-            parts.append(values[idx])  # -1 takes the trailing None
-        else:
-            parts.append(np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=object))
-    if not parts:
-        return np.empty(0, dtype=object)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    """A string or dictionary-of-string column as an object array (None where null). A
+    dictionary column makes one Python string per distinct value of the whole column, shared
+    by every chunk that holds it (EVENTS has a chunk and a dictionary per rank): the engine's
+    by-reference coding then sees one object per value, not one per rank."""
+    chunks = column.chunks
+    if not chunks or not all(pa.types.is_dictionary(c.type) for c in chunks):
+        parts = [np.asarray(c.to_numpy(zero_copy_only=False), dtype=object)
+                 for c in column.chunks]
+        if not parts:
+            return np.empty(0, dtype=object)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    shared: dict[str, str] = {}
+    texts: list[str | None] = []
+    codes: list[np.ndarray] = []
+    for chunk in chunks:
+        offset = len(texts)
+        texts.extend(None if t is None else shared.setdefault(t, t)
+                     for t in chunk.dictionary.cast(pa.string()).to_pylist())
+        # null rows: -1, the table's trailing None
+        index = pc.fill_null(chunk.indices.cast(pa.int32()), -1 - offset).to_numpy(
+            zero_copy_only=False)
+        codes.append(index + np.int32(offset) if offset else index)
+    table = np.empty(len(texts) + 1, dtype=object)
+    table[:-1] = texts
+    return np.take(table, codes[0] if len(codes) == 1 else np.concatenate(codes))
 
 
 def _is_text(field: pa.Field) -> bool:
