@@ -195,8 +195,9 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     # the kernel rule's attributes, per rule then taken by rule index (-1: the last, none)
     at_rule = np.where(comm[F.KRULE].to_numpy() < 0, len(rules.kernel_classes),
                        comm[F.KRULE].to_numpy())
-    for col, attr in ((F.LIBRARY, "library"), (F.ROLE, "role"), (F.MODE, "mode"),
-                      (F.RUNS_AS, "runs_as"), (F.KPATH, "path"), (F.GROUPED, "grouped"),
+    # (role, mode and kernel path are read of a few rows alone: paths.rule_paths_seen takes
+    # them from the rules by KRULE)
+    for col, attr in ((F.LIBRARY, "library"), (F.RUNS_AS, "runs_as"), (F.GROUPED, "grouped"),
                       (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
         values = rule_column(np.arange(len(rules.kernel_classes) + 1), rules, attr).to_numpy()
         comm[col] = pd.Series(values[at_rule], index=comm.index, dtype=object, copy=False)

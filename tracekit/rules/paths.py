@@ -26,6 +26,7 @@ from tracekit import schema as S
 from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import row_codes
+from tracekit.rules.kernels import rule_column
 from tracekit.rules.keys import taken
 from tracekit.rules.model import PathLabelRule, RuleSet, When
 from tracekit.topology import Topology
@@ -47,6 +48,8 @@ def _holds(when: When, facts: dict[str, object], topo: Topology | None) -> bool:
 
 
 _OF_KRULE = (F.LIBRARY, F.ROLE, F.MODE, F.KPATH)
+# the kernel rule's attribute behind each of those columns
+_RULE_ATTR = {F.LIBRARY: "library", F.ROLE: "role", F.MODE: "mode", F.KPATH: "path"}
 
 
 def rule_paths(comm: pd.DataFrame, rules: RuleSet, topo: Topology | None) -> pd.DataFrame:
@@ -66,7 +69,12 @@ def rule_paths_seen(comm: pd.DataFrame, rules: RuleSet,
     key_cols = [F.CALL_KEY if c == S.CALL_SITE and F.CALL_KEY in comm else c
                 for c in facts_cols if c not in _OF_KRULE]
     codes = row_codes(*(comm[c] for c in key_cols))
-    reps = taken(comm, facts_cols, firsts.first_rows(codes)).astype("object")
+    reps = taken(comm, [c for c in facts_cols if c in comm], firsts.first_rows(codes))
+    for col in _OF_KRULE:  # the engine keeps the kernel rule's facts in its rules, by KRULE
+        if col not in reps:
+            reps[col] = rule_column(reps[F.KRULE].to_numpy(), rules,
+                                    _RULE_ATTR[col]).to_numpy()
+    reps = reps[facts_cols].astype("object")
     paths = np.empty(len(reps), dtype=object)
     path_rules = np.empty(len(reps), dtype=object)
     for i, key in enumerate(reps.itertuples(index=False, name=None)):
