@@ -70,9 +70,12 @@ def _codes(column: pd.Series | np.ndarray) -> tuple[np.ndarray, int]:
     if values.dtype.kind in "iu" and values.size:
         low, high = int(values.min()), int(values.max())
         if high - low < 4 * values.size:  # a dense range: the offset is the code, no hashing
-            return values.astype(np.int64) - (low - 1), high - low + 2
+            # one pass each (an astype then an offset wrote two row-sized arrays)
+            return (np.subtract(values, low - 1, dtype=np.int64, casting="unsafe"),
+                    high - low + 2)
     codes, uniques = factorize(column)
-    return codes.astype(np.int64) + 1, len(uniques) + 1  # missing (-1) becomes 0
+    # missing (-1) becomes 0
+    return np.add(codes, 1, dtype=np.int64, casting="unsafe"), len(uniques) + 1
 
 
 def factorize(values: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -311,12 +314,17 @@ def lane_time_keys(lanes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, in
         return np.zeros(0, dtype=np.int64), 1
     low = int(times.min())
     width = int(times.max()) - low + 1
-    lanes = lanes.astype(np.int64)
-    if (int(lanes.max()) + 1) * width < _MAX_KEY:
-        return lanes * width + (times.astype(np.int64) - low), width
-    ranked = np.unique(times, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    key = lanes.astype(np.int64)  # the one row-sized array written, in place below
+    if (int(key.max()) + 1) * width < _MAX_KEY:
+        key *= width
+        key -= low  # before the times: no intermediate beyond int64 (times near 2**61)
+        key += times.astype(np.int64, copy=False)
+        return key, width
+    ranked = np.unique(times, return_inverse=True)[1].reshape(-1)
     width = int(ranked.max()) + 1
-    return lanes * width + ranked, width
+    key *= width
+    key += ranked
+    return key, width
 
 
 def correlation_ids(values: np.ndarray) -> np.ndarray:

@@ -79,21 +79,25 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
     launched at the ``frame`` rows ``launch``."""
     columns = [frame[c].to_numpy() for c in _LAUNCH_FACTS]
     ok = launch >= 0
+    coded = F.THREAD_KEY in frame and F.THREAD_KEY in comm  # the engine's thread codes
     if np.result_type(*(c.dtype for c in columns)).kind == "f":
         facts = [c[np.where(ok, launch, 0)].astype(np.float64) for c in columns]
         ok &= ~np.isnan(facts[0]) & ~np.isnan(facts[1]) & ~np.isnan(facts[2])
         l_pid, l_tid, l_ts = (f[ok].astype(np.int64) for f in facts)
     else:
         # integer facts (no missing one): taken at the found launches alone; where a kernel
-        # has none they went through one float block: the same rounding of large values
+        # has none they went through one float block: the same rounding of large values;
+        # with thread codes only the launch time is read
         at = launch[ok]
         rounded = not ok.all()
-        l_pid, l_tid, l_ts = (c[at].astype(np.float64).astype(np.int64) if rounded
-                              else c[at].astype(np.int64) for c in columns)
+        l_pid, l_tid, l_ts = (
+            None if coded and i < 2 else
+            c[at].astype(np.float64).astype(np.int64) if rounded else c[at].astype(np.int64)
+            for i, c in enumerate(columns))
     kernel = device[ok]
     h_ts = comm[S.TS_NS].to_numpy(dtype=np.int64)[host]
     h_end = h_ts + comm[S.DUR_NS].to_numpy(dtype=np.int64)[host]
-    if F.THREAD_KEY in frame and F.THREAD_KEY in comm:  # the engine's thread codes
+    if coded:
         lanes = np.concatenate([np.take(frame[F.THREAD_KEY].to_numpy(), launch[ok]),
                                 np.take(comm[F.THREAD_KEY].to_numpy(), host)])
     else:
