@@ -157,7 +157,7 @@ def _frames(events: pa.Table, krule: np.ndarray,
     kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
     comm = to_frame(events, _NEEDED, np.flatnonzero(in_comm[kernel_rule]))
     comm[F.ROW] = comm.index.to_numpy()
-    comm[S.KIND] = pd.Series(kinds.take(comm[F.ROW].to_numpy()), index=comm.index)
+    comm[S.KIND] = pd.Series(kinds.take(comm[F.ROW].to_numpy()), index=comm.index, copy=False)
     comm[F.THREAD_KEY] = np.take(frame[F.THREAD_KEY].to_numpy(), comm[F.ROW].to_numpy())
     return frame, comm
 
@@ -223,7 +223,8 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     # call sites are long strings that several steps key rows by: coded once here (CALL_KEY,
     # -1 where none), one shared object per distinct site
     call_key, sites = factorize(missing_call_sites(run.events, comm))
-    comm[S.CALL_SITE] = pd.Series(_with_none(sites)[call_key], index=comm.index, dtype=object)
+    comm[S.CALL_SITE] = pd.Series(_with_none(sites)[call_key], index=comm.index, dtype=object,
+                                  copy=False)
     comm[F.CALL_KEY] = call_key.astype(np.int64)
     comm = comm.join(apply_call_sites(comm, rules))
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
@@ -316,7 +317,7 @@ def _links(comm: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     linked = np.flatnonzero(link >= 0)
     if not linked.size:
         return linked, linked
-    position = pd.Series(np.arange(len(comm)), index=comm[F.ROW].to_numpy())
+    position = pd.Series(np.arange(len(comm)), index=comm[F.ROW].to_numpy(), copy=False)
     return linked, position.reindex(link[linked]).to_numpy().astype(np.int64)
 
 
@@ -329,8 +330,8 @@ def _from_wrappers(link: tuple[np.ndarray, np.ndarray], verdicts: Coded) -> Code
 def _from_nested(comm: pd.DataFrame, verdicts: Coded) -> Coded:
     """Rows without a group take the verdict of a decided row nested with them."""
     need = verdicts.lacks_group()
-    src = nested_source(comm, pd.Series(need, index=comm.index),
-                        pd.Series(~need, index=comm.index)).dropna()
+    src = nested_source(comm, pd.Series(need, index=comm.index, copy=False),
+                        pd.Series(~need, index=comm.index, copy=False)).dropna()
     if src.empty:
         return verdicts
     at = comm.index.get_indexer(src.index)

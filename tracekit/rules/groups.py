@@ -312,7 +312,7 @@ def kernel_group(krule: pd.Series, rules: RuleSet, topo: Topology | None) -> pd.
     arr = np.array(values, dtype=object)
     idx = krule.to_numpy()
     return pd.Series(arr[np.where(idx < 0, len(values) - 1, idx)], index=krule.index,
-                     dtype=object)
+                     dtype=object, copy=False)
 
 
 def _issuers(calls: np.ndarray, rank: np.ndarray) -> list[frozenset[int]]:

@@ -106,8 +106,8 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
         all_ids, all_ops = np.full(len(comm), np.nan), np.full(len(comm), np.nan, dtype=object)
     all_ids[at] = ids
     all_ops[at] = lop
-    return (pd.Series(all_ids, index=comm.index),
-            pd.Series(all_ops, index=comm.index, dtype=object))
+    return (pd.Series(all_ids, index=comm.index, copy=False),
+            pd.Series(all_ops, index=comm.index, dtype=object, copy=False))
 
 
 def _empty_site_code(sites: np.ndarray, call: np.ndarray) -> int | None:
@@ -173,7 +173,7 @@ def _enclosing(units: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
     at = seen[np.where(hit, pos, 0)]
     hit &= u_time <= s_end[at]
     values = np.where(hit, number[at], np.nan)
-    return pd.Series(values, index=units.index)
+    return pd.Series(values, index=units.index, copy=False)
 
 
 def host_times(events: pd.DataFrame, units: pd.DataFrame,
@@ -197,7 +197,7 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame,
     values[at] = launched
     if at.size < len(units):  # as pandas wrote them: through one float64 array
         values = values.astype(np.float64).astype(np.int64)
-    return pd.Series(values, index=out.index, name=out.name)
+    return pd.Series(values, index=out.index, name=out.name, copy=False)
 
 
 def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:

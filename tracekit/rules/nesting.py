@@ -58,7 +58,7 @@ def nested_source(comm: pd.DataFrame, need: pd.Series, have: pd.Series) -> pd.Se
     found = src >= 0
     values = out.to_numpy(copy=True)
     values[need_at[found]] = comm.index.to_numpy()[src[found]]
-    return pd.Series(values, index=comm.index)
+    return pd.Series(values, index=comm.index, copy=False)
 
 
 def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
