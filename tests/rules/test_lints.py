@@ -123,3 +123,38 @@ def test_path_mismatch_needs_a_config_and_compares_switches() -> None:
     assert found[0][S.SEVERITY] == "warning"
     assert "combine.c_reduce_scatter" in found[0][S.MESSAGE]
     assert "combine.b_reduce_scatterv" in found[0][S.MESSAGE]
+
+
+def test_collective_units_equal_pyarrows_conversion_of_the_unit_rows() -> None:
+    """The units table built column by column (codes, integral floats) against pyarrow's
+    own conversion of the unit rows conformed to the schema."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    from tracekit import schema as S
+    from tracekit.rules import frame as F
+    from tracekit.rules.lints import _UNIT_COLUMNS, _unit_rows, collective_units
+
+    twin = "".join(["MOE", "_EP"])  # equal to "MOE_EP", another object
+    comm = pd.DataFrame({
+        S.RANK: np.array([0, 0, 0, 1, 1, 1], dtype=np.int32),
+        S.LOGICAL_ID: [0.0, 0.0, 1.0, 0.0, np.nan, 2.0],
+        S.TS_NS: np.arange(6, dtype=np.int64) * 10,
+        F.ORDER_TS: np.arange(6, dtype=np.int64) * 10 + 1,
+        F.STEP: [1.0, 1.0, np.nan, 2.0, 2.0, 2.0],
+        S.LAYER: [0.0, 0.0, 1.0, np.nan, 3.0, 3.0],
+        S.GROUP: pd.Series(["MOE_EP", "MOE_EP", None, twin, "TP", np.nan], dtype=object),
+        S.PATH: pd.Series([None] * 6, dtype=object),
+        F.LOGICAL_OP: pd.Series(["all_to_all", "x", "all_reduce", "all_to_all", None, "y"],
+                                dtype=object),
+        S.PG_RANKS: pd.Series([np.array([0, 1], dtype=np.int32), None, None, None,
+                               np.array([0, 1], dtype=np.int32), None], dtype=object),
+        F.UNIT: [True, True, True, True, True, False],
+    })
+    want = S.conform(pa.table({out: pa.array(comm[col].take(_unit_rows(comm)), from_pandas=True)
+                               for col, out in _UNIT_COLUMNS}), S.COLLECTIVE_UNITS)
+    got = collective_units(comm)
+    assert got.schema == want.schema
+    assert got.to_pylist() == want.to_pylist()
+    assert got.column(S.GROUP).combine_chunks().dictionary.to_pylist() == ["MOE_EP", "TP"]

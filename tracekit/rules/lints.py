@@ -29,8 +29,9 @@ from tracekit import schema as S
 from tracekit.rules import firsts
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import row_codes
-from tracekit.rules.keys import list_codes, spread, taken, tuple_key_series
+from tracekit.rules.keys import factorize, list_codes, spread, tuple_key_series
 from tracekit.rules.model import FrozenMap, LintRule, RuleSet
+from tracekit.tables import integral, masked
 from tracekit.topology import Topology
 
 Finding = dict[str, Any]
@@ -353,15 +354,34 @@ _UNIT_COLUMNS = (
 def collective_units(comm: pd.DataFrame) -> pa.Table:
     """COLLECTIVE_UNITS of the engine's frame: one row per (rank, logical collective), all the
     lints read. Units of different ranks never interact before the lints, so the tables of
-    ranks attributed apart concatenate into the table of the ranks attributed together."""
-    keep = [c for c in (*(col for col, _ in _UNIT_COLUMNS), F.UNIT) if c in comm]
-    # only the first unit rows of the columns kept are copied: the frame is wide and long
-    units = taken(comm, keep, _unit_rows(comm))
-    if units.empty:
+    ranks attributed apart concatenate into the table of the ranks attributed together.
+    Built column by column at the unit rows, straight into the schema's Arrow types: text
+    dictionary-encoded from its codes, whole floats as integers (no string array encoded
+    again, no checked cast)."""
+    at = _unit_rows(comm)
+    if not len(at):
         return S.empty(S.COLLECTIVE_UNITS)
-    table = pa.table({out: pa.array(units[col], from_pandas=True)
-                      for col, out in _UNIT_COLUMNS if col in units})
+    table = pa.table({out: _unit_column(comm[col].to_numpy(), at,
+                                        S.COLLECTIVE_UNITS.field(out).type)
+                      for col, out in _UNIT_COLUMNS if col in comm})
     return S.conform(table, S.COLLECTIVE_UNITS)
+
+
+def _unit_column(values: np.ndarray, at: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """``values`` at the positions ``at`` as an array of ``kind`` (what ``pa.array(...,
+    from_pandas=True)`` cast to ``kind`` gives)."""
+    taken_values = np.take(values, at)
+    if pa.types.is_dictionary(kind) and taken_values.dtype == object:
+        # Arrow's dictionary_encode: distinct values in order of first appearance
+        codes, uniques = factorize(taken_values)
+        return pa.DictionaryArray.from_arrays(
+            masked(codes.astype(np.int32), codes < 0, kind.index_type),
+            pa.array(np.asarray(uniques, dtype=object), kind.value_type))
+    if pa.types.is_integer(kind) and taken_values.dtype.kind == "f":
+        return integral(taken_values, kind)
+    if pa.types.is_integer(kind) and taken_values.dtype.kind in "iu":
+        return pa.array(taken_values.astype(kind.to_pandas_dtype(), copy=False), kind)
+    return pa.array(taken_values, from_pandas=True)
 
 
 def units_frame(units: pa.Table) -> pd.DataFrame:
