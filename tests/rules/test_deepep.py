@@ -104,6 +104,11 @@ def test_normal_mode_notify_kernels_join_the_operation_they_prepare() -> None:
         for note in (notify, cached):
             assert note[S.KERNEL_ROLE] == "notify" and note[S.IS_INSTANCE] is False
             assert note[S.KERNEL_CLASS] == KernelClass.COMM
+        # ... with the verdict of what it prepares, the reason saying so
+        for note, op, prepared in ((notify, "dispatch", dispatch), (cached, "combine", combine)):
+            assert (note[S.STATUS], note[S.RULE_ID]) == (prepared[S.STATUS], prepared[S.RULE_ID])
+            assert note[S.REASON] == (f"synchronisation part of the {op} it prepares "
+                                      f"({prepared[S.NAME][:80]}): {prepared[S.REASON]}")
         assert [r[S.IS_INSTANCE] for r in (dispatch, combine)] == [True, True]
         # every DeepEP collective is on the EP group (ep > 1), in the layer of its operation
         comm = [r for r in rows if r[S.STATUS] is not None]

@@ -4,7 +4,6 @@ replace, written row by row."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
@@ -17,24 +16,23 @@ C = Verdict(None, S.Status.UNATTRIBUTED, None, None, ())  # type: ignore[arg-typ
 
 
 def _rows(coded: Coded) -> list[tuple[object, ...]]:
-    frame = coded.frame(pd.RangeIndex(len(coded.codes)))
-    return list(frame.itertuples(index=False, name=None))
+    return list(zip(*(coded.column(attr).tolist() for _, attr in VERDICT_COLUMNS), strict=True))
 
 
 def _plain(verdicts: list[Verdict]) -> list[tuple[object, ...]]:
     return [tuple(getattr(v, attr) for _, attr in VERDICT_COLUMNS) for v in verdicts]
 
 
-def test_frame_columns_and_values() -> None:
+def test_columns_and_values() -> None:
     coded = Coded.of([A, B, C], np.array([2, 0, 0, 1]))
-    frame = coded.frame(pd.Index([10, 11, 12, 13]))
-    assert list(frame.columns) == [S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON,
-                                   F.CANDIDATES]
-    assert all(frame[c].dtype == object for c in frame.columns)
-    assert frame[F.CANDIDATES].tolist() == [(), ("TP",), ("TP",), ("TP", "MOE_EP")]
+    assert [c for c, _ in VERDICT_COLUMNS] == [S.GROUP, S.STATUS, F.GROUP_RULE, F.GROUP_REASON,
+                                               F.CANDIDATES]
+    assert coded.column("candidates").dtype == object
+    assert coded.column("candidates").tolist() == [(), ("TP",), ("TP",), ("TP", "MOE_EP")]
     assert _rows(coded) == _plain([C, A, A, B])
     # one shared object per verdict: the engine's factorize by reference relies on it
-    assert frame[S.GROUP].iloc[1] is frame[S.GROUP].iloc[2]
+    groups = coded.column("group")
+    assert groups[1] is groups[2]
 
 
 def test_status_and_group_tests() -> None:
@@ -43,7 +41,7 @@ def test_status_and_group_tests() -> None:
     assert coded.lacks_group().tolist() == [True, False, True, False]
     empty = Coded.of((), np.zeros(0, dtype=np.int32))
     assert empty.has_status(S.Status.ATTRIBUTED).shape == (0,)
-    assert empty.frame(pd.RangeIndex(0)).shape == (0, 5)
+    assert empty.column("reason").shape == (0,)
 
 
 def test_carried_matches_pairwise_copy_with_prefix() -> None:
@@ -62,6 +60,16 @@ def test_carried_matches_pairwise_copy_with_prefix() -> None:
     none_reason = Coded.of([C], np.array([0, 0])).carried(np.array([1]), np.array([0]),
                                                           reason_prefixed("x: "))
     assert none_reason.column("reason").tolist() == [None, None]
+
+
+def test_borrowed_keeps_own_candidates() -> None:
+    coded = Coded.of([A, B, C], np.array([1, 2, 1, 0]))
+    donor = Verdict("MOE_EP", S.Status.ATTRIBUTED, "layer.signature", "same layer", ())
+    out = coded.borrowed(np.array([0, 1, 2]), [donor], np.array([0, 0, 0]))
+    lent = [Verdict("MOE_EP", S.Status.ATTRIBUTED, "layer.signature", "same layer", c)
+            for c in (B.candidates, C.candidates, B.candidates)]
+    assert _rows(out) == _plain([*lent, A])
+    assert len(out.table) == 3 + 2  # one new verdict per distinct (donor, own verdict)
 
 
 def test_written_subset_placed() -> None:

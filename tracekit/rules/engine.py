@@ -32,6 +32,7 @@ from tracekit.rules.callsites import apply_call_sites
 from tracekit.rules.gloo import has_gloo_instances, link_wrappers, thread_groups
 from tracekit.rules.grouping import per_value, position_in_group, sequence_ids
 from tracekit.rules.groups import (
+    Verdict,
     attribute_groups,
     evidence_codes,
     kernel_group,
@@ -72,7 +73,7 @@ from tracekit.rules.paths import (
 )
 from tracekit.rules.signatures import layer_codes, transfer
 from tracekit.rules.stacks import missing_call_sites, with_call_sites
-from tracekit.rules.verdicts import Coded, reason_prefixed
+from tracekit.rules.verdicts import VERDICT_COLUMNS, Coded, reason_prefixed
 from tracekit.rules.world import world_fallback
 from tracekit.schema import KernelClass, Status
 from tracekit.tables import integral, masked, to_frame, to_pandas
@@ -138,8 +139,9 @@ def _attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None,
     # the kernel class is the matched rule's: decided per rule, taken by rule index
     classes = np.array([r.cls for r in rules.kernel_classes] + [None], dtype=object)
     # the working frames live in _attribute_comm alone: freed before ATTRIBUTED is built
-    verdict = _attribute_comm(run, krule, rules, topo, cross_rank)
-    return _assemble(events, krule, classes, verdict, rules), collective_units(verdict)
+    comm, verdicts = _attribute_comm(run, krule, rules, topo, cross_rank)
+    return (_assemble(events, krule, classes, comm, verdicts, rules),
+            collective_units(comm))
 
 
 def _frames(events: pa.Table, krule: np.ndarray,
@@ -179,17 +181,18 @@ def _kinds(events: pa.Table) -> pd.Categorical:
 
 
 def _attribute_comm(run: model.Run, krule: np.ndarray, rules: RuleSet,
-                    topo: Topology | None, cross_rank: bool) -> pd.DataFrame:
-    """The communication rows with their verdicts, order facts and paths; the group steps'
-    temporaries are gone (their function returned) before the order steps run."""
+                    topo: Topology | None, cross_rank: bool) -> tuple[pd.DataFrame, Coded]:
+    """The communication rows with their order facts and paths, and their verdicts (in code
+    space; the frame holds the decided group); the group steps' temporaries are gone (their
+    function returned) before the order steps run."""
     frame, comm = _frames(run.events, krule, rules)
-    comm = _group_steps(frame, comm, krule, rules, topo, run, cross_rank)
-    return _order_and_paths(frame, comm, rules, topo)
+    comm, verdicts = _group_steps(frame, comm, krule, rules, topo, run, cross_rank)
+    return _order_and_paths(frame, comm, verdicts, rules, topo)
 
 
 def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                  rules: RuleSet, topo: Topology | None, run: model.Run,
-                 cross_rank: bool) -> pd.DataFrame:
+                 cross_rank: bool) -> tuple[pd.DataFrame, Coded]:
     """Kernel-rule facts, launchers, call sites and the group evidence chain of ``comm``."""
     comm[F.KRULE] = krule[comm[F.ROW].to_numpy()]
     # the kernel rule's attributes, per rule then taken by rule index (-1: the last, none)
@@ -262,8 +265,11 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
         else:  # every row asked (no gloo link)
             verdicts = participants_pass(sub, verdicts, topo)
     verdicts = _from_wrappers(link, world_fallback(comm, verdicts, topo, run))
-    return comm.drop(columns=[c for c in _GROUP_SCRATCH if c in comm]).join(
-        verdicts.frame(comm.index))
+    comm = comm.drop(columns=[c for c in _GROUP_SCRATCH if c in comm])
+    # of the verdict, only the group is a column (the order steps read it on every row)
+    comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
+                              copy=False)
+    return comm, verdicts
 
 
 def _ranks_codes(events: pa.Table, comm: pd.DataFrame,
@@ -347,8 +353,8 @@ _PER_LOGICAL = (S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP)
 Item = tuple[str | None, tuple[str, ...]]
 
 
-def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
-                     topo: Topology | None) -> pd.DataFrame:
+def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, verdicts: Coded, rules: RuleSet,
+                     topo: Topology | None) -> tuple[pd.DataFrame, Coded]:
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
     linked_targets = set(comm.loc[comm[F.LINK] >= 0, F.LINK].tolist())
     has_gloo = comm[F.GLOO].groupby(comm[S.RANK]).transform("any")
@@ -375,7 +381,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     # row of each logical id in that order); only the columns the layer steps read are taken
     unit_steps = steps(frame, taken(comm, [S.RANK, F.ORDER_TS], issue))
     lead = firsts.first_rows(row_codes([_integral(comm[S.LOGICAL_ID].to_numpy()[issue])]))
-    first = taken(comm, _FIRST_COLS, issue[lead])
+    first = _first_units(comm, verdicts, issue[lead])
     first[F.STEP] = unit_steps.to_numpy()[lead]
     # equal (op, group, name, call site) tokens, equal codes (missing values alike)
     first[F.TOKEN] = row_codes([first[F.LOGICAL_OP], first[S.GROUP], first[S.NAME],
@@ -398,15 +404,32 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, rules: RuleSet,
     first[S.LAYER] = layer
     first = transfer(_place_paths(rules, first, topo, required, item_codes, items), rules)
     first[S.LAYER] = _only_model_layers(first, rules)
-    comm = _from_first(comm, first)
-    # gloo annotations take the order facts of their c10d op
+    comm, verdicts = _from_first(comm, first, verdicts)
+    # gloo annotations take the order facts and the verdict (but candidates) of their c10d op
     linked = comm[comm[F.LINK] >= 0]
     target = by_row.reindex(linked[F.LINK]).to_numpy()
-    for col in (S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP, S.GROUP,
-                S.STATUS, F.GROUP_RULE, F.GROUP_REASON) if len(target) else ():
+    for col in (S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON,
+                F.STEP) if len(target) else ():
         comm.loc[target, col] = comm.loc[linked.index, col].to_numpy()
-    comm = take_prepared(comm)
-    return _fill_wrappers(comm)  # the phases follow from the paths (``_assemble``)
+    if len(target):
+        source = np.flatnonzero(comm[F.LINK].to_numpy() >= 0)
+        verdicts = verdicts.borrowed(comm.index.get_indexer(target), verdicts.table,
+                                     verdicts.codes[source])
+        comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
+                                  copy=False)
+    comm, verdicts = take_prepared(comm, verdicts)
+    return _fill_wrappers(comm), verdicts  # the phases follow from the paths (``_assemble``)
+
+
+def _first_units(comm: pd.DataFrame, verdicts: Coded, at: np.ndarray) -> pd.DataFrame:
+    """The columns of _FIRST_COLS of the rows at positions ``at``: the verdict's fields
+    decoded for those rows alone."""
+    part = verdicts.subset(at)
+    fields = dict(VERDICT_COLUMNS)
+    return pd.DataFrame({
+        c: (pd.Series(part.column(fields[c]), index=comm.index[at], dtype=object, copy=False)
+            if c in fields and c != S.GROUP else comm[c].take(at))
+        for c in _FIRST_COLS}, index=comm.index[at], copy=False)
 
 
 def _integral(values: np.ndarray) -> np.ndarray:
@@ -457,7 +480,8 @@ def _items(first: pd.DataFrame, rules: RuleSet,
     return codes, items
 
 
-def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
+def _from_first(comm: pd.DataFrame, first: pd.DataFrame,
+                verdicts: Coded) -> tuple[pd.DataFrame, Coded]:
     """Every row of a logical collective takes the layer facts of its first unit (and the
     group that a layer signature lent it); a row without a path rule result keeps its own.
     Where every row has a logical id (the usual case) each column is one take of the first
@@ -473,14 +497,15 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     every = whole and bool(borrowed.all())
     lent = np.flatnonzero(borrowed)  # positions in ``src`` of the rows a signature lent to
     to, of = (known[lent], src[lent]) if lent.size and not every else (lent, lent)
-    for col in _VERDICT if lent.size else ():
-        theirs = first[col].to_numpy(dtype=object)
-        if every:
-            values = theirs[src]
-        else:
-            values = comm[col].to_numpy(dtype=object, copy=True)  # object text: references
-            values[to] = theirs[of]
-        comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
+    if lent.size:  # the signature's verdict, each row keeping its candidates
+        fields = [first[c].to_numpy(dtype=object) for c in _VERDICT]
+        donor_of = row_codes(fields)
+        reps = firsts.first_rows(donor_of)
+        donors = [Verdict(*(f[r] for f in fields), ()) for r in reps.tolist()]
+        rows = np.arange(len(comm)) if every else to
+        verdicts = verdicts.borrowed(rows, donors, donor_of[src if every else of])
+        comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
+                                  copy=False)
     for col in _PER_LOGICAL:
         per_first = first[col].to_numpy()
         if col in (S.PATH, F.PATH_RULE):
@@ -501,7 +526,7 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
             mine = per_first.astype(object, copy=False)[src]
             values = mine if whole else _placed(mine, known, len(comm), None)
         comm[col] = pd.Series(values, index=comm.index, dtype=values.dtype, copy=False)
-    return comm
+    return comm, verdicts
 
 
 def _placed(values: np.ndarray, at: np.ndarray, n: int, missing: object) -> np.ndarray:
@@ -636,8 +661,9 @@ def _slot_outcome(placed: Placement | None, pos: int,
 
 
 def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd.DataFrame,
-              rules: RuleSet) -> pa.Table:
-    """ATTRIBUTED: EVENTS with the engine's op and call site, and the verdict columns.
+              verdicts: Coded, rules: RuleSet) -> pa.Table:
+    """ATTRIBUTED: EVENTS with the engine's op and call site, and the verdict columns
+    (``verdicts``: those of ``comm``'s rows, in code space).
 
     Every row-sized index array is int32 (the tables they index are small): on this kind of
     machine a fresh row-sized temporary costs about as much as the work on it."""
@@ -645,7 +671,7 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     rows = comm[F.ROW].to_numpy()
     kernel_rule = krule.astype(np.int32)
     kernel_rule[kernel_rule < 0] = len(rules.kernel_classes)  # the tables' trailing None
-    joined, joined_by = _joined(comm[F.GROUP_RULE], comm[F.PATH_RULE], "+")
+    joined, joined_by = _joined_verdicts(verdicts, "rule_id", comm[F.PATH_RULE], "+")
     # a row's own group/path rule, else its kernel rule's id
     rule_table = np.concatenate([joined_by, [r.id for r in rules.kernel_classes], [None]])
     rule_index = kernel_rule + np.int32(len(joined_by))
@@ -679,16 +705,17 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     extra = {
         S.KERNEL_CLASS: _dictionary(kernel_rule, classes),
         S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
-        S.GROUP: _dictionary(*_at_rows(*_factorized(comm[S.GROUP]), rows, n)),
+        S.GROUP: _dictionary(*_at_rows(verdicts.codes, verdicts.per_verdict("group"), rows, n)),
         S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n)),
         S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n)),
         S.LAYER: _integral_at_rows(comm[S.LAYER], rows, n, pa.int32()),
         S.LOGICAL_ID: _integral_at_rows(comm[S.LOGICAL_ID], rows, n, pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
         S.RULE_ID: rule_id,
-        S.STATUS: _dictionary(*_at_rows(*_factorized(comm[S.STATUS]), rows, n)),
-        S.REASON: _dictionary(*_at_rows(*_joined(comm[F.GROUP_REASON], comm[F.PATH_REASON], "; "),
-                                         rows, n)),
+        S.STATUS: _dictionary(*_at_rows(verdicts.codes, verdicts.per_verdict("status"), rows,
+                                         n)),
+        S.REASON: _dictionary(*_at_rows(*_joined_verdicts(verdicts, "reason",
+                                                           comm[F.PATH_REASON], "; "), rows, n)),
     }
     for name, arr in extra.items():
         table = table.append_column(name, arr)
@@ -750,11 +777,25 @@ def _joined(first: pd.Series, second: pd.Series, sep: str) -> tuple[np.ndarray, 
     (code per row, value by code), computed once per distinct pair."""
     codes = row_codes([first, second])
     at = firsts.first_rows(codes)
-    out = np.empty(len(at), dtype=object)
-    pairs = zip(first.to_numpy(dtype=object)[at].tolist(),
-                second.to_numpy(dtype=object)[at].tolist(), strict=True)
-    for i, (a, b) in enumerate(pairs):
+    return codes, _joined_at(first.to_numpy(dtype=object)[at], second.to_numpy(dtype=object)[at],
+                             sep)
+
+
+def _joined_verdicts(verdicts: Coded, attr: str, second: pd.Series,
+                     sep: str) -> tuple[np.ndarray, np.ndarray]:
+    """``_joined`` of the verdicts' ``attr`` and ``second``, keyed by the verdict codes (no
+    text column of the verdict per row)."""
+    codes = row_codes([verdicts.codes, second])
+    at = firsts.first_rows(codes)
+    return codes, _joined_at(verdicts.per_verdict(attr)[verdicts.codes[at]],
+                             second.to_numpy(dtype=object)[at], sep)
+
+
+def _joined_at(first: np.ndarray, second: np.ndarray, sep: str) -> np.ndarray:
+    """The joined value of each (first, second) pair (see ``_joined``)."""
+    out = np.empty(len(first), dtype=object)
+    for i, (a, b) in enumerate(zip(first.tolist(), second.tolist(), strict=True)):
         a = None if pd.isna(a) else str(a)
         joined = a if pd.isna(b) else (a or "") + sep + str(b)
         out[i] = None if joined is None else (joined.strip(sep) or None)
-    return codes, out
+    return out

@@ -14,17 +14,20 @@ reported with ``kernel_role`` notify so that it is not read as transfer time.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.model import RuleSet
+from tracekit.rules.verdicts import Coded
 
 PREPARES = "_prepares"  # ROW of the operation a notify kernel prepares, or -1
 _LANE = [S.RANK, S.PID, S.TID]
-TAKEN = (S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP, S.GROUP,
-         S.STATUS, F.GROUP_RULE, F.CANDIDATES)
+# the facts a notify row takes of the op it prepares (the verdict too, its reason noted)
+TAKEN = (S.LOGICAL_ID, S.LAYER, S.PATH, F.PATH_RULE, F.PATH_REASON, F.STEP)
 
 
 def prepared_targets(comm: pd.DataFrame, rules: RuleSet) -> pd.Series:
@@ -87,14 +90,14 @@ def fill_prepared_ops(comm: pd.DataFrame) -> pd.Series:
     return op.where(~need, fill.reindex(comm.index))
 
 
-def take_prepared(comm: pd.DataFrame) -> pd.DataFrame:
-    """Notify rows take the decided facts of the operation they prepare."""
+def take_prepared(comm: pd.DataFrame, verdicts: Coded) -> tuple[pd.DataFrame, Coded]:
+    """Notify rows take the decided facts of the operation they prepare (``verdicts``: the
+    rows' verdicts in code space, of which the frame holds the group)."""
     has = comm[PREPARES] >= 0
     if not has.any():
-        return comm
+        return comm, verdicts
     by_row = pd.Series(comm.index, index=comm[F.ROW].to_numpy())
     src = by_row.reindex(comm.loc[has, PREPARES]).to_numpy()
-    rows = comm.index[has]
     # written by position into object copies (no label lookup per column)
     at, source = np.flatnonzero(has.to_numpy()), comm.index.get_indexer(src)
     for col in TAKEN:
@@ -103,8 +106,11 @@ def take_prepared(comm: pd.DataFrame) -> pd.DataFrame:
             values[at] = values[source]
             comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
     names = comm.loc[src, S.NAME].astype(str).str.slice(0, 80).to_numpy()
-    comm.loc[rows, F.GROUP_REASON] = [
-        f"synchronisation part of the {o} it prepares ({n}): {r}"
-        for o, n, r in zip(comm.loc[src, S.OP].to_numpy(), names,
-                           comm.loc[src, F.GROUP_REASON].astype(str).to_numpy(), strict=True)]
-    return comm
+    theirs = [verdicts.table[c] for c in verdicts.codes[source].tolist()]
+    made = [dataclasses.replace(v, reason=f"synchronisation part of the {o} it prepares ({n}): "
+                                          f"{v.reason}")
+            for v, o, n in zip(theirs, comm.loc[src, S.OP].to_numpy(), names, strict=True)]
+    verdicts = verdicts.written(at, made, np.arange(len(at)))
+    comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
+                              copy=False)
+    return comm, verdicts

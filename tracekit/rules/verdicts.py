@@ -5,7 +5,8 @@ The group steps (evidence chain, wrapper links, nesting, participants, world fal
 a handful of distinct verdicts for hundreds of thousands of rows. Held as five object columns,
 every step that reads a status or writes a verdict touched five row-sized object arrays;
 held as codes, a step reads a per-verdict table through the codes and writes one int32 array.
-The five columns are decoded once, when the group steps are done (:meth:`Coded.frame`).
+The engine's frame holds the group alone (read on every row by the order steps); the other
+fields are read through the codes where they are needed (the first units, ATTRIBUTED).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
+from tracekit.rules.keys import first_rows, row_codes
 
 if TYPE_CHECKING:  # groups.py builds the verdicts and imports this module
     from tracekit.rules.groups import Verdict
@@ -80,6 +81,19 @@ class Coded:
         return self.written(np.asarray(target), [change(self.table[c]) for c in distinct.tolist()],
                             which.reshape(-1))
 
+    def borrowed(self, to: np.ndarray, donors: Sequence[Verdict],
+                 donor_of: np.ndarray) -> Coded:
+        """The rows at positions ``to`` given group, status, rule id and reason of
+        ``donors[donor_of]`` (pairwise), each keeping its own candidates; one new verdict per
+        distinct (donor, own verdict) pair."""
+        if not len(to):
+            return self
+        pair = row_codes([np.asarray(donor_of), self.codes[to]])
+        made = [dataclasses.replace(donors[int(donor_of[r])],
+                                    candidates=self.table[int(self.codes[to[r]])].candidates)
+                for r in first_rows(pair).tolist()]
+        return self.written(np.asarray(to), made, pair)
+
     def subset(self, rows: np.ndarray) -> Coded:
         """The verdicts of the rows at positions ``rows`` (the same table)."""
         return Coded(self.table, self.codes[rows])
@@ -90,12 +104,6 @@ class Coded:
         codes = self.codes.copy()
         codes[rows] = part.codes
         return Coded(part.table, codes)
-
-    def frame(self, index: pd.Index) -> pd.DataFrame:
-        """Group, status, rule id, reason and candidates as object columns on ``index``."""
-        return pd.DataFrame({col: pd.Series(self.column(attr), index=index, dtype=object,
-                                            copy=False)
-                             for col, attr in VERDICT_COLUMNS}, index=index)
 
 
 def reason_prefixed(prefix: str) -> Callable[[Verdict], Verdict]:
