@@ -200,8 +200,8 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
                        comm[F.KRULE].to_numpy())
     # (role, mode and kernel path are read of a few rows alone: paths.rule_paths_seen takes
     # them from the rules by KRULE)
-    for col, attr in ((F.LIBRARY, "library"), (F.RUNS_AS, "runs_as"), (F.GROUPED, "grouped"),
-                      (F.GROUPED_OP, "grouped_op"), (F.RULE_OP, "op")):
+    # (the grouped flag and op are read per rule by logical_ids)
+    for col, attr in ((F.LIBRARY, "library"), (F.RUNS_AS, "runs_as"), (F.RULE_OP, "op")):
         values = rule_column(np.arange(len(rules.kernel_classes) + 1), rules, attr).to_numpy()
         comm[col] = pd.Series(values[at_rule], index=comm.index, dtype=object, copy=False)
     # flags of the kernel rule (no object column)
@@ -366,7 +366,9 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, verdicts: Coded, r
                                   comm[F.LAUNCH].to_numpy())
     members = comm[[S.RANK, S.GROUP, S.PG_RANKS]]  # what a group size is read from
     issue = issue_order(comm)  # the unit rows in issue order
-    ids, lop = logical_ids(comm, comm[F.GROUPED], comm[F.GROUPED_OP],
+    by_rule = np.arange(len(rules.kernel_classes) + 1)  # a rule attribute by KRULE, then none
+    ids, lop = logical_ids(comm, rule_column(by_rule, rules, "grouped").to_numpy(),
+                           rule_column(by_rule, rules, "grouped_op").to_numpy(),
                            lambda at: _sizes_once(members, at, topo), issue)
     comm[S.LOGICAL_ID] = ids
     logical_op = lop.to_numpy(dtype=object, copy=True)

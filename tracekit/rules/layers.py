@@ -46,10 +46,12 @@ def issue_order(comm: pd.DataFrame) -> np.ndarray:
     return at[order]
 
 
-def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
+def logical_ids(comm: pd.DataFrame, grouped: np.ndarray, grouped_op: np.ndarray,
                 group_size: Callable[[np.ndarray], np.ndarray],
                 issue: np.ndarray | None = None) -> tuple[pd.Series, pd.Series]:
     """(logical id, logical op) for unit rows; linked instances are filled by the caller.
+    ``grouped`` and ``grouped_op``: the kernel rules' flag and op, by KRULE (a last entry
+    for rows no rule matched), read per rule, not per row.
 
     A run of grouped units forms one v-collective only when nothing says they are separate
     calls: no process-group metadata of their own (c10d-issued NCCL kernels carry it, pynccl's
@@ -77,7 +79,8 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     own_meta = ~(missing(comm[S.PG_NAME].to_numpy()[at]) & missing(comm[S.PG_DESC].to_numpy()[at]))
     located = (_is_kind(comm[S.KIND], S.Kind.KERNEL)[at]
                | ~missing(comm[S.CALL_SITE].to_numpy()[at]))
-    is_grouped = _truth(grouped.to_numpy(dtype=object)[at]) & ~own_meta & located
+    rule_at = np.where(rule < 0, len(grouped) - 1, rule)
+    is_grouped = np.take(_truth(np.asarray(grouped, dtype=object)), rule_at) & ~own_meta & located
     same = np.zeros(len(at), dtype=bool)
     same[1:] = (is_grouped[1:] & is_grouped[:-1] & (rank[1:] == rank[:-1])
                 & (thread[1:] == thread[:-1]) & (rule[1:] == rule[:-1])
@@ -94,10 +97,10 @@ def logical_ids(comm: pd.DataFrame, grouped: pd.Series, grouped_op: pd.Series,
     rows = comm[F.ROW].to_numpy(dtype=np.int64)[at]
     ids = np.where(whole | (size == 1), ids, -(rows + 1))
     ids = row_codes(ids)  # numbered by first appearance
-    gop = grouped_op.to_numpy(dtype=object)[at]  # the kernel rules' texts: shared already
+    gop = np.asarray(grouped_op, dtype=object)
     lop = as_objects(comm[S.OP].to_numpy()[at])
-    take = np.flatnonzero(whole & ~missing(gop))
-    lop[take] = gop[take]
+    take = np.flatnonzero(whole & np.take(~np.asarray(pd.isna(gop), dtype=bool), rule_at))
+    lop[take] = np.take(gop, rule_at[take])
     # spread over all rows by position, as a reindex would: NaN where a row is no unit (the
     # ids then float64, the ops NaN objects)
     if len(at) == len(comm):
