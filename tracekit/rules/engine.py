@@ -91,7 +91,7 @@ _NEEDED = (
 _GROUP_SCRATCH = (S.META_SOURCE, F.HAS_SPLIT, F.KGROUP, F.THREAD_GROUP, F.CALL_GROUP)
 # what the steps read of every event (launches, steps and layer markers); the other columns
 # are read of the communication rows alone, so only those rows are converted
-_ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.NAME, S.CORRELATION)
+_ALL_ROWS = (S.RANK, S.PID, S.TID, S.TS_NS, S.DUR_NS, S.CORRELATION)  # and KIND, NAME
 
 
 def resolve_topology(run: model.Run, options: model.AnalyzeOptions,
@@ -155,6 +155,8 @@ def _frames(events: pa.Table, krule: np.ndarray,
     frame[F.THREAD_KEY] = thread.astype(np.int32) if span < 2**31 else row_codes([thread])
     kinds = _kinds(events)
     frame[S.KIND] = kinds
+    # names are read of a few kinds of rows (step and layer markers): by their codes
+    frame[S.NAME] = _categorical(events, S.NAME)
     in_comm = np.array([r.cls in COMM_CLASSES for r in rules.kernel_classes] + [False])
     kernel_rule = np.where(krule < 0, len(rules.kernel_classes), krule)
     comm = to_frame(events, _NEEDED, np.flatnonzero(in_comm[kernel_rule]))
@@ -168,10 +170,16 @@ def _kinds(events: pa.Table) -> pd.Categorical:
     """EVENTS' KIND as a categorical from its dictionary codes: the steps compare it with
     one kind after another (runtime, kernel, annotation), on every row; in code space that
     is an integer compare, not one string compare per row."""
-    column = events.column(S.KIND)
+    return _categorical(events, S.KIND)
+
+
+def _categorical(events: pa.Table, name: str) -> pd.Categorical:
+    """A text column of EVENTS as a categorical from its dictionary codes (no Python string
+    per row)."""
+    column = events.column(name)
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
-    column = one_chunk(pa.table({S.KIND: column}).unify_dictionaries().column(S.KIND))
+    column = one_chunk(pa.table({name: column}).unify_dictionaries().column(name))
     # the dictionary may repeat a value: codes of its distinct values
     values = column.dictionary.to_pandas().to_numpy(dtype=object)
     distinct_of, distinct = pd.factorize(values)

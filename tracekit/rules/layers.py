@@ -206,10 +206,21 @@ def host_times(events: pd.DataFrame, units: pd.DataFrame,
 def steps(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
     """Step index of each unit (NaN outside every step marker)."""
     at = np.flatnonzero((events[S.KIND] == S.Kind.ANNOTATION).to_numpy())
-    codes, texts = _name_texts(events[S.NAME].to_numpy()[at])
+    codes, texts = _names_at(events, at)
     hits = pd.Series(texts).str.contains(STEP_MARKER).to_numpy(dtype=bool)
     mask = hits[codes] if len(codes) else np.zeros(0, dtype=bool)
     return _enclosing(units, taken(events, [S.RANK, S.TS_NS, S.DUR_NS], at[mask]))
+
+
+def _names_at(events: pd.DataFrame, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_name_texts`` of the NAME of ``events``' rows at ``at``; a categorical column is
+    read by its codes (the texts: every category, then "" for the missing)."""
+    names = events[S.NAME]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()[at]
+        texts = np.array([*(str(c) for c in names.cat.categories.tolist()), ""], dtype=object)
+        return np.where(codes < 0, len(texts) - 1, codes), texts
+    return _name_texts(names.to_numpy()[at])
 
 
 def _name_texts(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -226,7 +237,7 @@ def marker_layers(events: pd.DataFrame, units: pd.DataFrame, rules: RuleSet) -> 
     for marker in rules.layer_markers:
         at = (np.flatnonzero(events[S.KIND].isin(marker.kinds).to_numpy()) if marker.kinds
               else np.arange(len(events)))
-        codes, texts = _name_texts(events[S.NAME].to_numpy()[at])
+        codes, texts = _names_at(events, at)
         # the ``layer`` group of the marker's pattern, once per distinct name
         layer = pd.Series(texts).str.extract(re.compile(marker.match))["layer"].to_numpy(
             dtype=object)[codes] if len(codes) else np.empty(0, dtype=object)
