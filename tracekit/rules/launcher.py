@@ -27,11 +27,6 @@ NOT_LAUNCHED = -2  # launch_rows of a row that is not a kernel with a correlatio
 CARRIED = (S.PG_DESC, S.PG_NAME, S.PG_RANKS, S.GROUP_SIZE)
 
 
-def _op(comm: pd.DataFrame) -> pd.Series:
-    """The op a row has so far: its own, else its kernel rule's (c10d::allreduce_ ...)."""
-    return comm[S.OP].astype("object").where(comm[S.OP].notna(), comm[F.RULE_OP])
-
-
 def launch_rows(frame: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
     """For every communication row that is a kernel with a correlation: the ``frame`` position
     of its launch, the first runtime row with its (rank, correlation), -1 where there is
@@ -139,27 +134,35 @@ def _launched(frame: pd.DataFrame, comm: pd.DataFrame, device: np.ndarray, host:
 
 def take_launcher_facts(comm: pd.DataFrame, source: pd.Series) -> pd.DataFrame:
     """Op of each launched kernel from its launcher when the kernel's own op came from its
-    name only (``meta_source`` name or none); process-group facts where the kernel has none."""
-    has = source >= 0
-    if not has.any():
+    name only (``meta_source`` name or none); process-group facts where the kernel has none.
+    Written by position (the launched rows and their launchers' positions)."""
+    src_label = source.to_numpy()
+    rows = np.flatnonzero(src_label >= 0)
+    if not rows.size:
         return comm
-    rows = comm.index[has]
-    src = source[has].to_numpy()
-    named_only = comm.loc[rows, S.META_SOURCE].astype("object").isin([S.MetaSource.NAME, None]) \
-        | comm.loc[rows, S.META_SOURCE].isna()
-    op = comm.loc[rows, S.OP].astype("object")
-    theirs = pd.Series(_op(comm.loc[src, [S.OP, F.RULE_OP]]).to_numpy(), index=rows)
-    comm[S.OP] = comm[S.OP].astype("object")
-    comm.loc[rows, S.OP] = op.where(~named_only | theirs.isna(), theirs)
+    src = comm.index.get_indexer(src_label[rows])
+    meta = comm[S.META_SOURCE].to_numpy(dtype=object)[rows]
+    named_only = np.asarray(pd.isna(meta), dtype=bool) | (meta == S.MetaSource.NAME)
+    op = comm[S.OP].to_numpy(dtype=object)
+    rule_op = comm[F.RULE_OP].to_numpy(dtype=object)
+    theirs = op[src]
+    no_op = np.asarray(pd.isna(theirs), dtype=bool)
+    theirs[no_op] = rule_op[src[no_op]]  # the launcher's op so far: its own, else its rule's
+    replace = named_only & ~np.asarray(pd.isna(theirs), dtype=bool)
+    if replace.any():
+        op = op.copy()
+        op[rows[replace]] = theirs[replace]
+    comm[S.OP] = pd.Series(op, index=comm.index, dtype=object, copy=False)
     for col in (c for c in CARRIED if c in comm):
-        mine = comm.loc[rows, col]
-        need = mine.isna()
+        values = comm[col].to_numpy(dtype=object)
+        mine = values[rows]
+        need = np.asarray(pd.isna(mine), dtype=bool)
         if col == S.PG_RANKS:  # an empty member list counts as none
-            held = np.flatnonzero(~need.to_numpy())
-            empty = [len(v) == 0 for v in mine.to_numpy()[held].tolist()]
-            need.iloc[held[np.asarray(empty, dtype=bool)]] = True
+            held = np.flatnonzero(~need)
+            empty = [len(v) == 0 for v in mine[held].tolist()]
+            need[held[np.asarray(empty, dtype=bool)]] = True
         if need.any():
-            comm[col] = comm[col].astype("object")
-            take = rows[need.to_numpy()]
-            comm.loc[take, col] = comm.loc[source[take].to_numpy(), col].to_numpy()
+            values = values.copy()
+            values[rows[need]] = values[src[need]]
+            comm[col] = pd.Series(values, index=comm.index, dtype=object, copy=False)
     return comm
