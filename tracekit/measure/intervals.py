@@ -176,11 +176,14 @@ def _ordered_segments(keys: I64, start: I64, end: I64, n_keys: int) -> Segments 
     if width * max(n_keys, 1) >= _LIMIT:
         return None  # the general path raises
     offset = np.arange(n_keys, dtype=np.int64) * width - origin
-    shift = offset[keys]
+    shift = np.take(offset, keys)
     placed_end += shift
     run = np.maximum.accumulate(placed_end)
     new = np.ones(start.size, dtype=bool)
-    np.greater(start[1:] + shift[1:], run[:-1], out=new[1:])
+    # a row starts a segment where its placed start (start + shift) passes the running end
+    # before it: compared as start > run - shift, in place (no placed-start array)
+    np.subtract(run[:-1], shift[1:], out=run[:-1])
+    np.greater(start[1:], run[:-1], out=new[1:])
     first = np.flatnonzero(new)
     return Segments(keys[first], start[first],
                     np.maximum.reduceat(placed_end, first) - shift[first])
@@ -229,10 +232,13 @@ def _dense_rows(columns: tuple[I64, ...]) -> tuple[npt.NDArray[np.int64], I64] |
     spans = [hi - lo + 1 for lo, hi in bounds]
     if int(np.prod(np.asarray(spans, dtype=object))) >= _DENSE_RANGE * n + 1024:
         return None
-    code = np.zeros(n, dtype=np.int64)
-    for col, (lo, _), span in zip(columns, bounds, spans, strict=True):
+    # the offset first (no value near the int64 limits overflows), into one scratch array
+    code = np.subtract(columns[0], bounds[0][0], dtype=np.int64)
+    scratch = np.empty(n, dtype=np.int64) if len(columns) > 1 else code
+    for col, (lo, _), span in zip(columns[1:], bounds[1:], spans[1:], strict=True):
         code *= span
-        code += col - lo  # the offset first: no value near the int64 limits overflows
+        np.subtract(col, lo, out=scratch, dtype=np.int64)
+        code += scratch
     uniq_code, inverse = _sorted_codes(code)
     rows = np.empty((uniq_code.size, len(columns)), dtype=np.int64)
     rest = uniq_code
@@ -253,9 +259,13 @@ def _sorted_codes(col: I64) -> tuple[I64, I64]:
             offset = col - lo
             present = np.zeros(hi - lo + 1, dtype=bool)
             present[offset] = True
-            code = np.cumsum(present.view(np.uint8), dtype=np.int64)  # as bytes: 2x a bool cumsum
-            code -= 1
-            return np.flatnonzero(present).astype(np.int64) + lo, code[offset]
+            values = np.flatnonzero(present)
+            # each value's rank among the present ones, written only at the present values:
+            # the table's other pages are never touched (a running count over the whole
+            # range wrote 8 bytes per value of the range)
+            rank = np.empty(present.size, dtype=np.int64)
+            rank[values] = np.arange(values.size, dtype=np.int64)
+            return values.astype(np.int64, copy=False) + lo, np.take(rank, offset)
     codes, values = pd.factorize(col, sort=True)
     return np.asarray(values, dtype=np.int64), codes.astype(np.int64, copy=False)
 
