@@ -267,3 +267,39 @@ def test_value_codes_of_dictionary_and_plain_text_agree() -> None:
     for column in (coded, plain):
         table = pa.table({"t": pa.chunked_array([column[:2], column[2:]])})
         assert value_codes(table, "t", ("comm", "compute")).tolist() == want
+
+
+def test_class_segments_by_one_class_and_key_sort_match_the_per_class_unions(
+        attributed_builder) -> None:
+    """GIVEN random nested, touching and empty kernels of every class on two GPUs and three
+    streams WHEN taking each (lane, stream) key's union per class by one sort of the
+    timeline by (class, key) THEN the segments are those of the per-class unions of the rows
+    grouped by key, and the busy times those of a tick-by-tick reference."""
+    from tracekit.measure.phases import (
+        CLASSES,
+        class_segments,
+        rows_by_key,
+        timeline_class_segments,
+    )
+
+    rng = np.random.default_rng(17)
+    count, horizon = 600, 300
+    classes = [K.COMM, K.FUSED, K.COMPUTE, K.MEMCPY]
+    rows = [_row(0, int(p), int(t), int(s), int(d), classes[int(c)], device=int(p),
+                 kind=Kind.KERNEL)
+            for p, t, s, d, c in zip(rng.integers(0, 2, count), rng.integers(0, 3, count),
+                                     rng.integers(0, horizon - 40, count),
+                                     rng.integers(0, 40, count), rng.integers(0, 4, count),
+                                     strict=True)]
+    tl = build_timeline(attributed_builder(rows))
+    keys, inv = group_rows(tl.lane, tl.tid)
+    n = len(keys)
+    got = timeline_class_segments(tl, inv, n)
+    want = class_segments(*rows_by_key(tl, inv, n), n)
+    assert len(got) == len(CLASSES)
+    for code, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert (g.key.tolist(), g.start.tolist(), g.end.tolist()) == \
+            (w.key.tolist(), w.start.tolist(), w.end.tolist())
+        m = tl.cls == code
+        assert list(g.length(n)) == list(
+            _brute(inv[m], tl.start[m], tl.end[m], n, horizon).sum(axis=1))

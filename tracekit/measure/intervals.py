@@ -15,6 +15,7 @@ import pandas as pd
 
 I64 = npt.NDArray[np.int64]
 _LIMIT = np.int64(2**62)
+LINE_LIMIT = _LIMIT  # the shared line: lanes (or keys) times their width stay below it
 _DENSE_RANGE = 4  # _sorted_codes: a present-mask where the value range is at most ~4x the rows
 
 

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from tracekit import schema
 from tracekit.measure.intervals import (
     I64,
+    LINE_LIMIT,
     Lanes,
     Segments,
     Union,
@@ -191,6 +192,29 @@ def class_segments(inv: I64, start: I64, end: I64, cls: npt.NDArray[np.int8], n:
     for code in range(len(CLASSES)):
         m = cls == code
         out.append(segments(inv[m], start[m], end[m], n))
+    return out
+
+
+def timeline_class_segments(tl: Timeline, inv: I64, n: int) -> list[Segments]:
+    """``class_segments`` of the timeline's rows keyed by ``inv`` (0..n-1, a key refining
+    the lane), by one stable sort of the rows by (class, key): each key's rows stay in start
+    order and each class's rows are one slice (no mask or copy per class, and no sort by key
+    before it)."""
+    m = len(CLASSES) * n
+    if tl.lanes.width * max(m, 1) >= LINE_LIMIT:  # the one-line placement of segments overflows
+        return class_segments(*rows_by_key(tl, inv, n), n)
+    code = tl.cls.astype(np.int64) * n
+    code += inv
+    order = by_key(code, m)
+    start, end = tl.start, tl.end
+    if order is not None:
+        code, start, end = np.take(code, order), np.take(start, order), np.take(end, order)
+    cut = np.searchsorted(code, np.arange(len(CLASSES) + 1, dtype=np.int64) * n)
+    out = []
+    for c in range(len(CLASSES)):
+        a, b = int(cut[c]), int(cut[c + 1])
+        seg = segments(code[a:b], start[a:b], end[a:b], m)  # views: the keys as coded
+        out.append(Segments(seg.key - c * n, seg.start, seg.end))
     return out
 
 

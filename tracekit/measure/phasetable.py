@@ -24,9 +24,8 @@ from tracekit.measure.phases import (
     CLASSES,
     COMM,
     Timeline,
-    class_segments,
     exposed_of_segments,
-    rows_by_key,
+    timeline_class_segments,
     uncovered_of_segments,
     value_codes,
 )
@@ -71,8 +70,7 @@ def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int
     time and exposed communication."""
     keys, inv = group_rows(tl.lane, phase_code, layer)
     n = len(keys)
-    inv, start, end, cls = rows_by_key(tl, inv, n)
-    per_layer = class_segments(inv, start, end, cls, n)
+    per_layer = timeline_class_segments(tl, inv, n)
     comm = per_layer[COMM]
     exposed = uncovered_of_segments(tl, comm, keys[:, 0])
     # over all layers: the union of each (lane, phase) from its layers' segments, fewer than
