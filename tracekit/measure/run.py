@@ -162,7 +162,7 @@ def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.D
                                    sized.profile is not None)
     tolerance = sized.profile.tolerance if sized.profile is not None else np.inf
     exceeded = np.isfinite(efficiency) & (efficiency > 1.0 + tolerance)
-    status[exceeded] = BoundStatus.EXCEEDED
+    status[exceeded] = BoundStatus.ALL.index(BoundStatus.EXCEEDED)
     bound = np.where(exceeded, np.nan, sized.bound)
     measured = df[[schema.RANK, schema.EVENT_ID, schema.INSTANCE, schema.NAME, schema.OP,
                    schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
@@ -170,21 +170,30 @@ def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.D
                    schema.NOTIFY_NS, schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]]
     latency = pd.Series(sized.alpha >= sized.bound - sized.alpha, dtype="boolean",
                         index=df.index)
+    # the float columns with infinities as NaN (on the arrays, not the frame's columns)
     measured = measured.assign(**{
-        schema.LINK_CLASS: sized.link, schema.MSG_BYTES: sized.size, schema.N_RANKS: sized.n,
-        schema.BOUND_NS: bound, schema.EFFICIENCY: np.where(exceeded, np.nan, efficiency),
-        schema.ALGBW_GBPS: algbw,
-        schema.BUSBW_GBPS: algbw * bus_factor_v(sized.ops, sized.n),
+        schema.LINK_CLASS: sized.link, schema.MSG_BYTES: _finite(sized.size),
+        schema.N_RANKS: _finite(sized.n), schema.BOUND_NS: _finite(bound),
+        schema.EFFICIENCY: _finite(np.where(exceeded, np.nan, efficiency)),
+        schema.ALGBW_GBPS: _finite(algbw),
+        schema.BUSBW_GBPS: _finite(algbw * bus_factor_v(sized.ops, sized.n)),
         schema.EXPOSED_NS: pd.array(np.asarray(exposed), dtype="Int64")
         if np.issubdtype(np.asarray(exposed).dtype, np.integer) else exposed,
         schema.LATENCY_BOUND: latency.where(np.isfinite(bound), pd.NA),
-        schema.BOUND_STATUS: status, evidence.RAW_BOUND: sized.bound,
-        evidence.RAW_EFF: efficiency,
+        schema.BOUND_STATUS: tables.text_series(status, BoundStatus.ALL, df.index),
+        evidence.RAW_BOUND: _finite(sized.bound),
+        evidence.RAW_EFF: _finite(efficiency),
     })
-    float_cols = [schema.MSG_BYTES, schema.N_RANKS, schema.BOUND_NS, schema.EFFICIENCY,
-                  schema.ALGBW_GBPS, schema.BUSBW_GBPS, evidence.RAW_BOUND, evidence.RAW_EFF]
-    measured[float_cols] = measured[float_cols].replace([np.inf, -np.inf], np.nan)
     return measured
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    """A float array with its infinities as NaN (a new array only where it has some); other
+    dtypes as they are."""
+    values = np.asarray(values)
+    if values.dtype.kind != "f" or not np.isinf(values).any():
+        return values
+    return np.where(np.isinf(values), np.nan, values)
 
 
 def bound_findings(measured: pd.DataFrame, sized: _Sized) -> pa.Table:
