@@ -33,3 +33,17 @@ def test_labels_are_the_most_frequent_with_ties_to_the_first_sorted() -> None:
     tie = coverage._labels(np.array([0, 0, 0, 0]), pd.Series(["TP", "EP", "EP", "TP"]))
     assert tie.to_dict() == {0: "EP"}
     assert coverage._labels(np.array([0, 1]), pd.Series([None, None], dtype=object)).empty
+
+
+def test_firsts_are_the_groupby_firsts() -> None:
+    """GIVEN text with missing values on rows of 5 communicator codes, one code with no value
+    and one with no row WHEN taking each code's first value THEN it is groupby().first() on
+    every code that has one, and the others align as missing."""
+    code = np.array([3, 0, 0, 1, 3, 2, 0, 1, 3])
+    column = pd.Series([None, None, "b", "x", "c", None, "d", "y", "e"], dtype=object)
+    got = coverage._firsts(code, column, 5)
+    want = column.groupby(code).first()
+    assert got.to_dict() == {0: "b", 1: "x", 3: "c"}
+    frame = pd.DataFrame(index=np.arange(5))
+    assert frame.assign(v=got)["v"].tolist()[:2] == want.tolist()[:2]
+    assert pd.isna(frame.assign(v=got)["v"][[2, 4]]).all()

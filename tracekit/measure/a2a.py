@@ -81,9 +81,13 @@ def _explode(frame: pd.DataFrame, split_col: str | None, bytes_col: str,
     })
 
 
-def matrices(matched: pd.DataFrame, nodes: I64, profile: HardwareProfile | None) -> pa.Table:
-    """A2A_MATRIX: C[src][dst] per all-to-all(v) instance, from both sides' split sizes."""
-    a2a = matched[matched[schema.OP].isin(A2A_OPS) & matched[schema.PG_RANKS].notna()]
+def matrices(matched: pd.DataFrame, nodes: I64, profile: HardwareProfile | None,
+             is_a2a: np.ndarray | None = None) -> pa.Table:
+    """A2A_MATRIX: C[src][dst] per all-to-all(v) instance, from both sides' split sizes
+    (``is_a2a``: the rows whose op is in A2A_OPS where the caller has them coded)."""
+    if is_a2a is None:
+        is_a2a = matched[schema.OP].isin(A2A_OPS).to_numpy(dtype=bool)
+    a2a = matched[is_a2a & matched[schema.PG_RANKS].notna().to_numpy(dtype=bool)]
     parts = []
     has_in = _non_empty(a2a[schema.IN_SPLIT])
     has_out = _non_empty(a2a[schema.OUT_SPLIT])

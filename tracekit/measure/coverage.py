@@ -116,11 +116,11 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     side = df.assign(**{_KEY: code})
     gs = side.groupby(_KEY, sort=True)
     out[schema.GROUP] = _labels(np.asarray(code, dtype=np.int64), df[schema.GROUP])
-    out[schema.PG_NAME] = gs[schema.PG_NAME].first()
-    out[schema.PG_DESC] = gs[schema.PG_DESC].first()
+    out[schema.PG_NAME] = _firsts(code, df[schema.PG_NAME], len(keys))
+    out[schema.PG_DESC] = _firsts(code, df[schema.PG_DESC], len(keys))
     out[schema.GROUP_SIZE] = gs[crossrank.N_GROUP].max()
-    out[schema.SIZE_SOURCE] = gs[evidence.N_SOURCE].first()
-    members = gs[crossrank.MEMBERS].first()
+    out[schema.SIZE_SOURCE] = _firsts(code, df[evidence.N_SOURCE], len(keys))
+    members = _firsts(code, df[crossrank.MEMBERS], len(keys))
     seen = gs[schema.RANK].nunique()
     present: list[int] = []
     missing: list[list[int] | None] = []
@@ -148,6 +148,17 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     # communicators nothing identifies last
     order = np.lexsort((out.index.to_numpy(dtype=str), out.index == ""))
     return out.iloc[order].reset_index(drop=True)
+
+
+def _firsts(code: np.ndarray, column: pd.Series, n_codes: int) -> pd.Series:
+    """``column.groupby(code).first()``: per code (0..n_codes-1) its first non-missing value,
+    by the first row position per code, not a groupby over the text; codes with none are
+    left out (they align as missing, as first() gives them)."""
+    rows = np.flatnonzero(column.notna().to_numpy(dtype=bool))
+    first = np.full(n_codes, len(column), dtype=np.int64)
+    np.minimum.at(first, np.asarray(code, dtype=np.int64)[rows], rows)
+    has = np.flatnonzero(first < len(column))
+    return pd.Series(column.to_numpy()[first[has]], index=has)
 
 
 def _labels(code: np.ndarray, group: pd.Series) -> pd.Series:

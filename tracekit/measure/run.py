@@ -80,10 +80,10 @@ def _bounds(df: pd.DataFrame, n: np.ndarray, size: np.ndarray,
     return link, bound, alpha_row
 
 
-def _a2a_overrides(df: pd.DataFrame, summary: pa.Table, sizes: pd.Series,
+def _a2a_overrides(df: pd.DataFrame, is_a2a: np.ndarray, summary: pa.Table, sizes: pd.Series,
                    link: np.ndarray, bound: np.ndarray, size: np.ndarray) -> None:
-    """Instances with a traffic matrix take its S, bound and bottleneck link class."""
-    is_a2a = df[schema.OP].isin(A2A_OPS).to_numpy()
+    """Instances with a traffic matrix take its S, bound and bottleneck link class
+    (``is_a2a``: the rows whose op is an all-to-all, A2A_OPS)."""
     inst = df[schema.INSTANCE]
     s = inst.map(sizes).to_numpy(dtype=np.float64)
     has = is_a2a & np.isfinite(s)
@@ -140,11 +140,14 @@ def size_and_bound(df: pd.DataFrame, run: model.Run, profile: HardwareProfile | 
                           df[schema.OUT_BYTES].astype("float64"), n)
     size = pd.Series(size).groupby(df[schema.INSTANCE].to_numpy()).transform("max").to_numpy(
         dtype=np.float64, copy=True)
-    matrix = a2a.matrices(df, nodes, profile)
+    is_a2a = np.isin(coded.codes, [k for k, op in enumerate(coded.names) if op in A2A_OPS])
+    matrix = a2a.matrices(df, nodes, profile, is_a2a)
+    # (an empty matrix has no summary: the peers per instance only where one is made)
     summary = a2a.summary(matrix, df, profile, df.drop_duplicates(schema.INSTANCE).set_index(
-        schema.INSTANCE)[PER_NODE] - 1)
+        schema.INSTANCE)[PER_NODE] - 1 if matrix.num_rows else pd.Series(dtype=np.int64))
     link, bound, alpha = _bounds(df, n, size, profile, coded)
-    _a2a_overrides(df, summary, a2a.instance_bytes(matrix), link, bound, size)
+    if is_a2a.any():
+        _a2a_overrides(df, is_a2a, summary, a2a.instance_bytes(matrix), link, bound, size)
     if profile is not None and profile.inter != profile.intra:  # inter-node-bound: its alpha
         alpha = np.where(link == profile.inter, profile.inter_link.alpha_us * 1e3, alpha)
     # a bound needs the communicator's real size (more than one member) and known bytes
