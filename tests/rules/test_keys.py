@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from tracekit import schema as S
 from tracekit.rules.keys import (
+    factorize,
     first_rows,
     list_codes,
     objects,
@@ -202,3 +203,16 @@ def test_list_codes_equal_tuple_keys_across_chunks_slices_and_null_members() -> 
     codes, distinct = list_codes(pa.array([[1, None], [2], [1, None]], pa.list_(pa.int32())))
     assert codes.tolist() == [0, 1, 0] and len(distinct) == 2
     assert list_codes(pa.chunked_array([], pa.list_(pa.int32())))[0].size == 0
+
+
+def test_factorize_of_arrow_backed_text_is_that_of_its_python_strings() -> None:
+    """GIVEN pandas str columns (Arrow-backed) of short and of long text with missing values
+    WHEN factorizing them THEN codes and distinct values are those of the rows' Python
+    strings as an object array (first appearance, -1 where missing)."""
+    for word in ("TP", "x" * 40):
+        s = pd.Series([None if i % 5 == 0 else f"{word}{i % 7}" for i in range(200)])
+        assert isinstance(s.dtype, pd.StringDtype)
+        codes, uniques = factorize(s)
+        want_codes, want_uniques = pd.factorize(np.asarray(s.to_numpy(), dtype=object))
+        assert codes.tolist() == want_codes.tolist()
+        assert uniques.dtype == object and uniques.tolist() == list(want_uniques)
