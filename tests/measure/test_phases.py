@@ -269,6 +269,25 @@ def test_value_codes_of_dictionary_and_plain_text_agree() -> None:
         assert value_codes(table, "t", ("comm", "compute")).tolist() == want
 
 
+
+def test_text_mask_of_dictionary_and_plain_text_agree() -> None:
+    """GIVEN texts (kept, not kept, null rows) as dictionary chunks (sliced, with null
+    indices and a null entry) and as plain strings WHEN masking them by a set and by a
+    prefix THEN both give true on the kept texts only, false on nulls."""
+    from tracekit.measure.textmask import text_mask
+
+    dictionary = pa.array(["comm", None, "other", "compute"])
+    coded = pa.DictionaryArray.from_arrays(pa.array([0, 2, None, 1, 3, 0], pa.int32()),
+                                           dictionary)
+    plain = pa.array(["comm", "other", None, None, "compute", "comm"])
+    for column in (coded, plain):
+        chunked = pa.chunked_array([column[:1], column[1:4], column[4:]])
+        assert text_mask(chunked, ["comm", "compute"]).tolist() == \
+            [True, False, False, False, True, True]
+        assert text_mask(chunked, prefix="comp").tolist() == \
+            [False, False, False, False, True, False]
+    assert text_mask(pa.chunked_array([], pa.string()), ["comm"]).tolist() == []
+
 def test_class_segments_by_one_class_and_key_sort_match_the_per_class_unions(
         attributed_builder) -> None:
     """GIVEN random nested, touching and empty kernels of every class on two GPUs and three

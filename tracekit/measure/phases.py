@@ -43,23 +43,31 @@ CLASS_COLUMNS = (schema.COMM_NS, schema.FUSED_NS, schema.COMPUTE_NS, schema.MEMC
 
 def value_codes(table: pa.Table, name: str, values: tuple[str, ...]) -> npt.NDArray[np.int32]:
     """Per row, the index of the row's string in ``values``: -1 where it is another string,
-    -2 where null. Dictionary columns are looked up once per distinct value, not per row."""
-    out = []
+    -2 where null. Dictionary columns are looked up once per distinct value, not per row,
+    and every row reads its entry's code by a numpy take into the output (no Arrow take,
+    no copy per chunk)."""
+    column = table.column(name)
+    out = np.empty(len(column), dtype=np.int32)  # writable
     want = pa.array(list(values), type=pa.string())
-    for chunk in table.column(name).chunks:
+    at = 0
+    for chunk in column.chunks:
+        part = out[at:at + len(chunk)]
+        at += len(chunk)
         if pa.types.is_dictionary(chunk.type):
             words = chunk.dictionary.cast(pa.string())
-            per_value = pc.if_else(pc.is_valid(words), pc.fill_null(pc.index_in(words, want), -1),
-                                   pa.scalar(-2, pa.int32()))
-            idx = pc.take(per_value, chunk.indices)
-        else:
-            idx = pc.fill_null(pc.index_in(chunk.cast(pa.string()), want), -1)
-        codes = np.array(pc.fill_null(idx, -2).to_numpy(zero_copy_only=False),
-                         dtype=np.int32)  # a writable copy
-        if not pa.types.is_dictionary(chunk.type):  # (a null index took a null: -2 already)
-            codes[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
-        out.append(codes)
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
+            per_value = np.append(np.asarray(pc.if_else(
+                pc.is_valid(words), pc.fill_null(pc.index_in(words, want), -1),
+                pa.scalar(-2, pa.int32())).to_numpy(zero_copy_only=False), dtype=np.int32),
+                np.int32(-2))  # the last entry: a null row's
+            indices = chunk.indices
+            if indices.null_count:
+                indices = pc.fill_null(indices, len(words))
+            np.take(per_value, indices.to_numpy(), out=part, mode="clip")
+            continue
+        idx = pc.fill_null(pc.index_in(chunk.cast(pa.string()), want), -1)
+        part[:] = np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int32)
+        part[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
+    return out
 
 
 def _ints(table: pa.Table, name: str, null: int = -1) -> I64:
@@ -218,10 +226,6 @@ def timeline_class_segments(tl: Timeline, inv: I64, n: int) -> list[Segments]:
     return out
 
 
-def _per_key(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], I64]:
-    return group_rows(*(keys[:, k] for k in range(keys.shape[1])))
-
-
 def rows_by_key(tl: Timeline, inv: I64, n: int) -> tuple[I64, I64, I64, np.ndarray]:
     """The timeline's (key, start, end, class) with its rows grouped by key ``inv`` (0..n-1)
     once, by a stable sort (each key's rows stay in start order), so that no union over a
@@ -235,7 +239,7 @@ def rows_by_key(tl: Timeline, inv: I64, n: int) -> tuple[I64, I64, I64, np.ndarr
 def time_classes(tl: Timeline) -> pa.Table:
     """TIME_CLASSES: per (rank, device, stream) and per device (tid null) busy time by class."""
     # Per stream: key = (lane, tid).
-    s_keys, inv = _per_key(np.stack([tl.lane, tl.tid], axis=1))
+    s_keys, inv = group_rows(tl.lane, tl.tid)  # the columns as they are (no stacked copy)
     n = len(s_keys)
     inv, start, end, cls = rows_by_key(tl, inv, n)
     per_class = class_segments(inv, start, end, cls, n)
