@@ -322,3 +322,24 @@ def test_class_segments_by_one_class_and_key_sort_match_the_per_class_unions(
         m = tl.cls == code
         assert list(g.length(n)) == list(
             _brute(inv[m], tl.start[m], tl.end[m], n, horizon).sum(axis=1))
+
+
+@pytest.mark.parametrize("second", [(250, 50), (120, 100)])
+def test_device_exposed_of_comm_on_two_streams(attributed_builder,
+                                               second: tuple[int, int]) -> None:
+    """GIVEN on GPU 0 compute [0,100), communication [50,200) on stream 20 and
+    communication on stream 21 apart from it or overlapping it WHEN computing time classes
+    THEN each stream's exposed time is its own and the device's counts the overlap once
+    (the union of both minus the compute), whether or not the streams' segments merge."""
+    ts, dur = second
+    rows = [
+        _row(0, 0, 7, 0, 100, K.COMPUTE, device=0, kind=Kind.KERNEL),
+        _row(0, 0, 20, 50, 150, K.COMM, device=0, kind=Kind.KERNEL, is_instance=True),
+        _row(0, 0, 21, ts, dur, K.COMM, device=0, kind=Kind.KERNEL, is_instance=True),
+    ]
+    tc = time_classes(build_timeline(attributed_builder(rows))).to_pylist()
+    by_tid = {r[schema.TID]: r for r in tc}
+    assert by_tid[20][schema.EXPOSED_NS] == 100 and by_tid[21][schema.EXPOSED_NS] == dur
+    union_end = max(200, ts + dur) if ts <= 200 else None
+    want = union_end - 100 if union_end is not None else 100 + dur
+    assert by_tid[None][schema.EXPOSED_NS] == want

@@ -248,16 +248,24 @@ def time_classes(tl: Timeline) -> pa.Table:
     last = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(first, inv, start)
     np.maximum.at(last, inv, end)
-    streams = _level(tl, per_class, busy, first, last, s_keys[:, 0], s_keys[:, 1])
+    comm = per_class[COMM]
+    exposed = uncovered_of_segments(tl, comm, s_keys[:, 0])  # per communication segment
+    streams = _level(tl, per_class, busy, first, last, s_keys[:, 0], s_keys[:, 1],
+                     np.bincount(comm.key, weights=exposed, minlength=n).astype(np.int64))
     # Per device: the union of its streams' segments (fewer than its rows where they overlap)
     lane, n = s_keys[:, 0], tl.n_lanes
     d_first = np.full(n, np.iinfo(np.int64).max)
     d_last = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(d_first, lane, first)
     np.maximum.at(d_last, lane, last)
-    devices = _level(tl, [seg.merged(lane, n) for seg in per_class], busy.merged(lane, n),
-                     d_first, d_last, np.arange(n, dtype=np.int64),
-                     np.full(n, -1, dtype=np.int64))
+    d_class = [seg.merged(lane, n) for seg in per_class]
+    # where no two streams' communication segments merged (communication on one stream per
+    # device), they are the device's segments and their exposed parts the same
+    d_exposed = np.bincount(lane[comm.key], weights=exposed, minlength=n).astype(np.int64) \
+        if d_class[COMM].key.size == comm.key.size else exposed_of_segments(
+            tl, d_class[COMM], n, np.arange(n, dtype=np.int64))
+    devices = _level(tl, d_class, busy.merged(lane, n), d_first, d_last,
+                     np.arange(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), d_exposed)
     data = {k: np.concatenate([streams[k], devices[k]]) for k in streams}
     # devices with no timed row at all (the host of a GPU rank) get no row
     timed = np.concatenate([np.ones(len(s_keys), dtype=bool),
@@ -269,15 +277,15 @@ def time_classes(tl: Timeline) -> pa.Table:
 
 
 def _level(tl: Timeline, per_class: list[Segments], busy: Segments, first: I64, last: I64,
-           lane: I64, tid: I64) -> dict[str, I64]:
-    """TIME_CLASSES columns of one level (streams or devices) from its keys' unions."""
+           lane: I64, tid: I64, exposed: I64) -> dict[str, I64]:
+    """TIME_CLASSES columns of one level (streams or devices) from its keys' unions and
+    their exposed communication."""
     n = lane.size
     busy_ns = busy.length(n)
     span = np.where(busy_ns > 0, last - first, 0)
     values = {
         schema.RANK: tl.lane_rank[lane], schema.PID: tl.lane_pid[lane], schema.TID: tid,
-        schema.SPAN_NS: span, schema.IDLE_NS: span - busy_ns,
-        schema.EXPOSED_NS: exposed_of_segments(tl, per_class[COMM], n, lane),
+        schema.SPAN_NS: span, schema.IDLE_NS: span - busy_ns, schema.EXPOSED_NS: exposed,
     }
     values.update({col: seg.length(n) for col, seg in zip(CLASS_COLUMNS, per_class, strict=True)})
     return {k: np.asarray(v, dtype=np.int64) for k, v in values.items()}
