@@ -7,6 +7,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -388,3 +390,22 @@ def test_text_columns_from_codes_equal_the_frames_encoding(values) -> None:
     assert got.dictionary.equals(want.dictionary)
     assert got.indices.equals(want.indices)
     assert got.to_pylist() == flat
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_first_seen_ids_are_the_groupby_ngroups(wide: bool) -> None:
+    """GIVEN four integer key columns with repeats (negative values included; wide: ranges
+    whose product passes 2**62) WHEN numbering their distinct rows THEN the ids are
+    groupby(sort=False).ngroup()'s: in order of first appearance."""
+
+
+    rng = np.random.default_rng(3)
+    n = 500
+    cols = [rng.integers(0, 4, n), rng.integers(-3, 6, n), rng.integers(0, 5, n),
+            rng.integers(0, 7, n)]
+    if wide:
+        cols[1] = cols[1] * 2**40
+        cols[3] = cols[3] * 2**30
+    keys = pd.DataFrame({str(i): c for i, c in enumerate(cols)})
+    want = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    assert crossrank._first_seen_ids(*cols).tolist() == want.tolist()

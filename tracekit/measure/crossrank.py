@@ -543,8 +543,24 @@ def _instance_ids(out: pd.DataFrame, members: pd.Series) -> np.ndarray:
     first = np.where(kind == 3, rank, np.where(kind == 0, cid, f_code))
     second = np.where(kind == 3, np.arange(len(out)), np.where(kind == 0, 0, m_code))
     third = np.where(kind == 1, seq, np.where(kind == 2, ordinal, 0))
-    keys = pd.DataFrame({"k": kind, "a": first, "b": second, "c": third})
-    return keys.groupby(["k", "a", "b", "c"], sort=False).ngroup().to_numpy(dtype=np.int64)
+    return _first_seen_ids(kind, first, second, third)
+
+
+def _first_seen_ids(*columns: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+    """One id per distinct row of integer columns, numbered in order of first appearance
+    (``groupby(sort=False).ngroup()``): one hash of a mixed-radix int64 code per row where
+    the columns' ranges multiply below 2**62, else the pandas groupby."""
+    bounds = [(int(c.min()), int(c.max())) if len(c) else (0, 0) for c in columns]
+    spans = [hi - lo + 1 for lo, hi in bounds]
+    if int(np.prod(np.asarray(spans, dtype=object))) >= 2**62:
+        keys = pd.DataFrame({str(i): c for i, c in enumerate(columns)})
+        return keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy(dtype=np.int64)
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for col, (lo, _), span in zip(columns, bounds, spans, strict=True):
+        code *= span
+        code += col
+        code -= lo  # wraps back: the code itself stays below 2**62
+    return np.asarray(pd.factorize(code)[0], dtype=np.int64)
 
 
 def match(df: pd.DataFrame) -> pd.DataFrame:
