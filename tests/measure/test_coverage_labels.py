@@ -47,3 +47,19 @@ def test_firsts_are_the_groupby_firsts() -> None:
     frame = pd.DataFrame(index=np.arange(5))
     assert frame.assign(v=got)["v"].tolist()[:2] == want.tolist()[:2]
     assert pd.isna(frame.assign(v=got)["v"][[2, 4]]).all()
+
+
+def test_in_graph_matches_rank_and_correlation_pairs() -> None:
+    """GIVEN graph launches (rank, correlation), one of them without a correlation, and
+    collective rows whose correlation is one of them on the same rank, on another rank, or
+    missing WHEN flagging the rows run inside a graph THEN only same-rank, same-correlation
+    rows are."""
+    import pyarrow as pa
+
+    from tracekit import schema
+
+    launches = pa.table({schema.RANK: pa.array([0, 0, 1], pa.int32()),
+                         schema.CORRELATION: pa.array([7, None, 9], pa.int64())})
+    df = pd.DataFrame({schema.RANK: [0, 1, 1, 0, 2],
+                       schema.CORRELATION: [7.0, 7.0, 9.0, np.nan, 9.0]})
+    assert coverage._in_graph(df, launches).tolist() == [True, False, True, False, False]

@@ -397,8 +397,6 @@ def test_first_seen_ids_are_the_groupby_ngroups(wide: bool) -> None:
     """GIVEN four integer key columns with repeats (negative values included; wide: ranges
     whose product passes 2**62) WHEN numbering their distinct rows THEN the ids are
     groupby(sort=False).ngroup()'s: in order of first appearance."""
-
-
     rng = np.random.default_rng(3)
     n = 500
     cols = [rng.integers(0, 4, n), rng.integers(-3, 6, n), rng.integers(0, 5, n),

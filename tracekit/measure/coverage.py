@@ -69,10 +69,20 @@ def _matches(chunk: pa.Array) -> pa.Array:
 def _in_graph(df: pd.DataFrame, launches: pa.Table | None) -> pd.Series:
     if launches is None or not launches.num_rows or not len(df):
         return pd.Series(False, index=df.index)
-    seen = pd.MultiIndex.from_frame(launches.to_pandas().dropna().astype("int64"))
+    l_rank, l_corr = (launches.column(c) for c in (schema.RANK, schema.CORRELATION))
+    # the launches with both (what a dropna keeps), as int64
+    both = np.asarray(pc.and_(pc.is_valid(l_rank), pc.is_valid(l_corr)).to_numpy(
+        zero_copy_only=False), dtype=bool)
+    l_rank = np.asarray(pc.fill_null(l_rank, 0).to_numpy(), dtype=np.int64)[both]
+    l_corr = np.asarray(pc.fill_null(l_corr, 0).to_numpy(), dtype=np.int64)[both]
     corr = df[schema.CORRELATION].astype("Int64")
-    keys = pd.MultiIndex.from_arrays([df[schema.RANK].astype("int64"), corr.fillna(-1)])
-    return pd.Series(keys.isin(seen) & corr.notna().to_numpy(), index=df.index)
+    values = corr.to_numpy(dtype=np.int64, na_value=-1)
+    rank = df[schema.RANK].to_numpy(dtype=np.int64)
+    hit = np.zeros(len(df), dtype=bool)
+    for r in np.unique(l_rank):  # per launching rank: its rows' correlations among its own
+        rows = np.flatnonzero(rank == r)
+        hit[rows] = np.isin(values[rows], l_corr[l_rank == r])
+    return pd.Series(hit & corr.notna().to_numpy(), index=df.index)
 
 
 def _flags(df: pd.DataFrame, measured: pd.DataFrame, launches: pa.Table | None) -> pd.DataFrame:
