@@ -63,3 +63,24 @@ def test_in_graph_matches_rank_and_correlation_pairs() -> None:
     df = pd.DataFrame({schema.RANK: [0, 1, 1, 0, 2],
                        schema.CORRELATION: [7.0, 7.0, 9.0, np.nan, 9.0]})
     assert coverage._in_graph(df, launches).tolist() == [True, False, True, False, False]
+
+
+def test_graph_launches_of_dictionary_and_plain_names() -> None:
+    """GIVEN event names as a dictionary chunk (with a null row) and a plain chunk WHEN
+    picking the CUDA/HIP graph launches THEN the rows whose name starts with one, of both."""
+    import pyarrow as pa
+
+    from tracekit import schema
+
+    coded = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 2], pa.int32()),
+                                           pa.array(["cudaGraphLaunch", "k", "hipGraphLaunch"]))
+    plain = pa.array(["x_cudaGraphLaunch", "cudaGraphLaunch_v2", None], pa.string())
+    events = pa.table({
+        schema.RANK: pa.array([0, 0, 0, 0, 1, 1, 1], pa.int32()),
+        schema.CORRELATION: pa.array([1, 2, 3, 4, 5, 6, 7], pa.int64()),
+        schema.NAME: pa.chunked_array([coded, plain.dictionary_encode()]),
+    })
+    got = coverage.graph_launches(events)
+    assert got.column(schema.CORRELATION).to_pylist() == [1, 4, 6]
+    events = events.set_column(2, schema.NAME, pa.chunked_array([coded.cast(pa.string()), plain]))
+    assert coverage.graph_launches(events).column(schema.CORRELATION).to_pylist() == [1, 4, 6]

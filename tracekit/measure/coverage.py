@@ -52,18 +52,29 @@ def graph_launches(events: pa.Table | None) -> pa.Table | None:
     """(rank, correlation) of every CUDA/HIP graph launch; None when there are no events."""
     if events is None or not events.num_rows:
         return None
-    hit = pa.chunked_array([_matches(chunk) for chunk in events.column(schema.NAME).chunks],
-                           type=pa.bool_())
-    return events.select([schema.RANK, schema.CORRELATION]).filter(hit)
+    names = events.column(schema.NAME)
+    hit = np.empty(len(names), dtype=bool)
+    at = 0
+    for chunk in names.chunks:
+        _matches(chunk, hit[at:at + len(chunk)])
+        at += len(chunk)
+    return events.select([schema.RANK, schema.CORRELATION]).filter(pa.array(hit))
 
 
-def _matches(chunk: pa.Array) -> pa.Array:
-    """GRAPH_LAUNCH per row; a dictionary chunk is matched once per distinct name."""
+def _matches(chunk: pa.Array, out: np.ndarray) -> None:
+    """GRAPH_LAUNCH per row, into ``out``; a dictionary chunk is matched once per distinct
+    name and its rows read their name's answer by a numpy take."""
     if pa.types.is_dictionary(chunk.type):
-        per_name = pc.fill_null(pc.match_substring_regex(
-            chunk.dictionary.cast(pa.string()), GRAPH_LAUNCH), False)
-        return pc.fill_null(pc.take(per_name, chunk.indices), False)
-    return pc.fill_null(pc.match_substring_regex(chunk, GRAPH_LAUNCH), False)
+        per_name = np.append(np.asarray(pc.fill_null(pc.match_substring_regex(
+            chunk.dictionary.cast(pa.string()), GRAPH_LAUNCH), False).to_numpy(
+            zero_copy_only=False), dtype=bool), False)  # the last: a null row's
+        indices = chunk.indices
+        if indices.null_count:
+            indices = pc.fill_null(indices, len(chunk.dictionary))
+        np.take(per_name, indices.to_numpy(), out=out, mode="clip")
+        return
+    out[:] = np.asarray(pc.fill_null(pc.match_substring_regex(chunk, GRAPH_LAUNCH), False)
+                        .to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _in_graph(df: pd.DataFrame, launches: pa.Table | None) -> pd.Series:
