@@ -407,3 +407,20 @@ def test_first_seen_ids_are_the_groupby_ngroups(wide: bool) -> None:
     keys = pd.DataFrame({str(i): c for i, c in enumerate(cols)})
     want = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
     assert crossrank._first_seen_ids(*cols).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("scale", [1, 2**59])
+def test_first_valid_pairs_wrappers_and_instances_by_rank_and_logical_id(scale: int) -> None:
+    """GIVEN wrapper rows and instance rows keyed by (rank, logical id), the ids close or so
+    far apart that rank and id ranges multiply past 2**62, an instance without a logical id
+    and one no wrapper shares WHEN pairing them THEN each wrapper's code numbers its pair by
+    first appearance and each instance gets its pair's code (-1: no wrapper or no id)."""
+    wrappers = pa.table({schema.RANK: pa.array([0, 1, 0, 0], pa.int32()),
+                         schema.LOGICAL_ID: pa.array([5 * scale, 5 * scale, 9 * scale,
+                                                      5 * scale], pa.int64())})
+    inst = pa.table({schema.RANK: pa.array([1, 0, 0, 2, 0], pa.int32()),
+                     schema.LOGICAL_ID: pa.array([5 * scale, 9 * scale, None, 5 * scale,
+                                                  5 * scale], pa.int64())})
+    codes, group = crossrank._first_valid(wrappers, inst)
+    assert codes.tolist() == [0, 1, 2, 0]
+    assert group.tolist() == [1, 2, -1, -1, 0]

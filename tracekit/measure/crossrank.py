@@ -292,12 +292,17 @@ def _first_valid(wrappers: pa.Table, inst: pa.Table) -> tuple[np.ndarray, np.nda
     n_w = wrappers.num_rows
     has = _mask(pc.is_valid(inst.column(schema.LOGICAL_ID)))
     parts = []
-    for col, fill in ((schema.RANK, 0), (schema.LOGICAL_ID, 0)):
-        both = np.concatenate([
-            np.asarray(pc.fill_null(wrappers.column(col), fill).to_numpy(), dtype=np.int64),
-            np.asarray(pc.fill_null(inst.column(col), fill).to_numpy(), dtype=np.int64)])
-        parts.append(pd.factorize(both)[0].astype(np.int64))
-    key = parts[0] * (int(parts[1].max(initial=0)) + 1) + parts[1]  # one int per pair
+    for col in (schema.RANK, schema.LOGICAL_ID):
+        parts.append(np.concatenate([
+            np.asarray(pc.fill_null(wrappers.column(col), 0).to_numpy(), dtype=np.int64),
+            np.asarray(pc.fill_null(inst.column(col), 0).to_numpy(), dtype=np.int64)]))
+    lows = [int(c.min(initial=0)) for c in parts]
+    spans = [int(c.max(initial=0)) - lo + 1 for c, lo in zip(parts, lows, strict=True)]
+    if spans[0] * spans[1] < 2**62:  # one int per pair from the values' offsets
+        key = (parts[0] - lows[0]) * spans[1] + (parts[1] - lows[1])
+    else:  # from the values' codes
+        codes_of = [pd.factorize(c)[0].astype(np.int64) for c in parts]
+        key = codes_of[0] * (int(codes_of[1].max(initial=0)) + 1) + codes_of[1]
     codes, uniq = pd.factorize(key[:n_w])
     group = np.asarray(pd.Index(uniq).get_indexer(key[n_w:]), dtype=np.int64)
     group[~has] = -1
