@@ -312,7 +312,8 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
     cover = coverage.coverage_table(run, df, measured)
     first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
     bus_bytes = sized.size * bus_factor_v(sized.ops, sized.n)
-    fits = fit.fit_table(measured[first].assign(**{fit.BUS_BYTES: bus_bytes[first]}), profile)
+    fits = fit.fit_table(measured[list(fit.COLUMNS)][first].assign(
+        **{fit.BUS_BYTES: bus_bytes[first]}), profile)  # the columns it reads, then the rows
     strag = crossrank.stragglers(df)
     findings = _concat(crossrank.straggler_findings(strag, df), bound_findings(measured, sized),
                        coverage.findings(cover))
