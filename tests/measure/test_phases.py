@@ -343,3 +343,26 @@ def test_device_exposed_of_comm_on_two_streams(attributed_builder,
     union_end = max(200, ts + dur) if ts <= 200 else None
     want = union_end - 100 if union_end is not None else 100 + dur
     assert by_tid[None][schema.EXPOSED_NS] == want
+
+
+def test_phase_rank_rows_sum_their_layers_with_missing_bounds(attributed_builder) -> None:
+    """GIVEN MEASURED rows of rank 0 in two phases and two layers, the bounds known on one
+    row of one phase only WHEN building PHASES THEN each rank-level row (layer null) sums
+    its layers' bytes, counts and bounds, the bound missing where no row has one."""
+    from tracekit.measure.phasetable import phase_table
+
+    t = attributed_builder([_row(0, 0, 7, 0, 100, K.COMPUTE, device=0, kind=Kind.KERNEL,
+                                 phase="decode", layer=0)])
+    ints = {schema.RANK: [0, 0, 0, 0], schema.LAYER: [0, 0, 1, 1],
+            schema.MSG_BYTES: [10, 20, 30, 40], schema.TRANSFER_NS: [1, 2, 3, 4],
+            schema.WAIT_NS: [0, 0, 0, 0], schema.NOTIFY_NS: [0, 0, 0, 0],
+            schema.BOUND_NS: [5, None, None, None]}
+    measured = pd.DataFrame({c: pd.array(v, dtype="Int64") for c, v in ints.items()}
+                            | {schema.PHASE: ["decode", "decode", "decode", "combine"]})
+    out = phase_table(build_timeline(t), t, measured).to_pylist()
+    by = {(r[schema.RANK], r[schema.PHASE], r[schema.LAYER]): r for r in out}
+    decode, combine = by[(0, "decode", None)], by[(0, "combine", None)]
+    assert (decode[schema.MSG_BYTES], decode[schema.COUNT], decode[schema.BOUND_NS]) == (60, 3, 5)
+    assert (combine[schema.MSG_BYTES], combine[schema.COUNT]) == (40, 1)
+    assert combine[schema.BOUND_NS] is None
+    assert by[(None, "decode", None)][schema.MSG_BYTES] == 60

@@ -121,7 +121,15 @@ def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> p
     sums = [*_SUMS, _BOUNDED]
     keys = [schema.RANK, schema.PHASE, schema.LAYER]
     by_layer = m.groupby(keys, as_index=False)[sums].sum(min_count=1)
-    by_rank = m.assign(**{schema.LAYER: -1}).groupby(keys, as_index=False)[sums].sum(min_count=1)
+    if all(pd.api.types.is_integer_dtype(m[c].dtype) for c in sums):
+        # over all layers: the sums of the layers' sums (integers: exact; missing only where
+        # every row is), a groupby of the few per-layer rows instead of all of them again
+        by_rank = by_layer.groupby([schema.RANK, schema.PHASE], as_index=False)[sums].sum(
+            min_count=1)
+        by_rank.insert(2, schema.LAYER, np.full(len(by_rank), -1, dtype=np.int64))
+    else:
+        by_rank = m.assign(**{schema.LAYER: -1}).groupby(keys, as_index=False)[sums].sum(
+            min_count=1)
     lay = per_layer[per_layer[schema.LAYER] >= 0].merge(
         by_layer[by_layer[schema.LAYER] >= 0], on=keys, how="outer")
     tot = all_layers.merge(by_rank, on=keys, how="outer")
