@@ -424,3 +424,23 @@ def test_first_valid_pairs_wrappers_and_instances_by_rank_and_logical_id(scale: 
     codes, group = crossrank._first_valid(wrappers, inst)
     assert codes.tolist() == [0, 1, 2, 0]
     assert group.tolist() == [1, 2, -1, -1, 0]
+
+
+def test_stragglers_sum_waits_per_instance_and_rank_with_missing_waits() -> None:
+    """GIVEN matched rows of three instances on three ranks, some waits missing and one
+    instance seen on one rank only WHEN totalling the stragglers THEN per rank: its rows
+    of instances seen twice or more, how often it came last, the wait it caused (the others'
+    known waits, 0 where its own is missing) and its own known wait."""
+    n_seen = crossrank.N_SEEN
+    matched = pd.DataFrame({
+        schema.INSTANCE: [0, 0, 0, 1, 1, 2],
+        schema.RANK: np.array([0, 1, 2, 0, 2, 1], dtype=np.int32),
+        schema.WAIT_NS: pd.array([5, 0, 7, None, 3, 9], dtype="Int64"),
+        crossrank.LAST: [False, True, False, True, False, True],
+        n_seen: [3, 3, 3, 2, 2, 1],
+    })
+    got = {r[schema.RANK]: r for r in crossrank.stragglers(matched).to_pylist()}
+    assert {k: (r[schema.COUNT], r[schema.LAST_COUNT], r[schema.CAUSED_WAIT_NS],
+                r[schema.WAIT_NS]) for k, r in got.items()} == {
+        0: (2, 1, 0, 5), 1: (1, 1, 12, 0), 2: (2, 0, 0, 10)}
+    assert got[1][schema.SHARE] == pytest.approx(12 / 15)

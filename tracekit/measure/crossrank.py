@@ -595,15 +595,25 @@ def match(df: pd.DataFrame) -> pd.DataFrame:
 def stragglers(matched: pd.DataFrame) -> pa.Table:
     """STRAGGLERS: per rank, how often it started last and how much waiting that caused."""
     multi = matched[matched[N_SEEN] >= 2]
-    total_wait = multi.groupby(schema.INSTANCE)[schema.WAIT_NS].transform("sum")
-    caused = (total_wait - multi[schema.WAIT_NS]).where(multi[LAST], 0)
-    per = pd.DataFrame({
-        schema.RANK: multi[schema.RANK],
-        schema.COUNT: 1,
-        schema.LAST_COUNT: multi[LAST].astype("int64"),
-        schema.CAUSED_WAIT_NS: caused.fillna(0).astype("int64"),
-        schema.WAIT_NS: multi[schema.WAIT_NS].fillna(0).astype("int64"),
-    }).groupby(schema.RANK, as_index=False).sum()
+    # exact int64 sums by np.add.at: per instance its members' wait (a missing one counts
+    # 0), caused by its last arrival (0 where that wait is missing); then per rank
+    inst = multi[schema.INSTANCE].to_numpy(dtype=np.int64)
+    wait = multi[schema.WAIT_NS]
+    known = wait.notna().to_numpy(dtype=bool)
+    w = wait.fillna(0).to_numpy(dtype=np.int64)
+    last = multi[LAST].to_numpy(dtype=bool)
+    total = np.zeros(int(inst.max(initial=-1)) + 1, dtype=np.int64)
+    np.add.at(total, inst, w)
+    caused = np.where(last & known, total[inst] - w, 0)
+    rank = multi[schema.RANK]
+    ranks, of_rank = np.unique(rank.to_numpy(), return_inverse=True)
+    sums = {}
+    for col, values in ((schema.COUNT, np.ones(len(w), dtype=np.int64)),
+                        (schema.LAST_COUNT, last.astype(np.int64)),
+                        (schema.CAUSED_WAIT_NS, caused), (schema.WAIT_NS, w)):
+        sums[col] = np.zeros(len(ranks), dtype=np.int64)
+        np.add.at(sums[col], of_rank, values)
+    per = pd.DataFrame({schema.RANK: ranks.astype(rank.dtype, copy=False), **sums})
     all_wait = float(per[schema.WAIT_NS].sum())
     per[schema.SHARE] = per[schema.CAUSED_WAIT_NS] / all_wait if all_wait > 0 else 0.0
     per = per.sort_values(schema.CAUSED_WAIT_NS, ascending=False, kind="stable")
