@@ -87,8 +87,11 @@ def matrices(matched: pd.DataFrame, nodes: I64, profile: HardwareProfile | None,
     (``is_a2a``: the rows whose op is in A2A_OPS where the caller has them coded)."""
     if is_a2a is None:
         is_a2a = matched[schema.OP].isin(A2A_OPS).to_numpy(dtype=bool)
-    rows = is_a2a & matched[schema.PG_RANKS].notna().to_numpy(dtype=bool)
-    if not rows.any():  # no all-to-all with members: the empty matrix (what the path gives)
+    # no all-to-all with members: the empty matrix (what the path below gives), without a
+    # look at the member lists where no row is an all-to-all at all
+    rows = is_a2a & matched[schema.PG_RANKS].notna().to_numpy(dtype=bool) \
+        if is_a2a.any() else is_a2a
+    if not rows.any():
         return schema.empty(schema.A2A_MATRIX)
     a2a = matched[rows]
     parts = []
