@@ -84,3 +84,30 @@ def test_graph_launches_of_dictionary_and_plain_names() -> None:
     assert got.column(schema.CORRELATION).to_pylist() == [1, 4, 6]
     events = events.set_column(2, schema.NAME, pa.chunked_array([coded.cast(pa.string()), plain]))
     assert coverage.graph_launches(events).column(schema.CORRELATION).to_pylist() == [1, 4, 6]
+
+
+def test_comm_meta_flag_from_any_metadata_column() -> None:
+    """GIVEN rows with exactly one kind of communicator metadata each (group size, comms id,
+    pg name, pg desc, own member list, a member list from the topology) and one with none
+    WHEN flagging the rows with metadata THEN all but the topology's and the bare row are."""
+    from tracekit import schema
+    from tracekit.measure import crossrank
+
+    n = 7
+    none = [None] * n
+    df = pd.DataFrame({
+        schema.GROUP_SIZE: [8.0, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan],
+        schema.COMMS_ID: [np.nan, 3.0, np.nan, np.nan, np.nan, np.nan, np.nan],
+        schema.PG_NAME: np.array([None, None, "0", None, None, None, None], dtype=object),
+        schema.PG_DESC: np.array([None, None, None, "tp", None, None, None], dtype=object),
+        schema.PG_RANKS: np.array([None, None, None, None, np.array([0, 1]), np.array([0, 1]),
+                                   None], dtype=object),
+        crossrank.FROM_TOPOLOGY: [False, False, False, False, False, True, False],
+        crossrank.HAS_CALL_SITE: [False] * n, schema.IN_BYTES: [np.nan] * n,
+        schema.OUT_BYTES: [np.nan] * n, crossrank.N_SEEN: [1] * n, crossrank.KEY: ["k"] * n,
+        schema.RANK: [0] * n, schema.CORRELATION: [np.nan] * n,
+    })
+    measured = pd.DataFrame({schema.EFFICIENCY: [np.nan] * n, schema.TRANSFER_NS: none,
+                             schema.BOUND_NS: [np.nan] * n, schema.BOUND_STATUS: ["ok"] * n})
+    flags = coverage._flags(df, measured, None)
+    assert flags[schema.WITH_COMM_META].tolist() == [True, True, True, True, True, False, False]
