@@ -366,3 +366,21 @@ def test_phase_rank_rows_sum_their_layers_with_missing_bounds(attributed_builder
     assert (combine[schema.MSG_BYTES], combine[schema.COUNT]) == (40, 1)
     assert combine[schema.BOUND_NS] is None
     assert by[(None, "decode", None)][schema.MSG_BYTES] == 60
+
+
+def test_overlap_of_many_unordered_intervals_is_that_of_each() -> None:
+    """GIVEN a cover on two lanes and more intervals than Union.overlap searches in their
+    given order, in no order WHEN measuring the covered part of each THEN it is each
+    interval's own covered_before(end) - covered_before(start), in the given order."""
+    rng = np.random.default_rng(21)
+    lane = rng.integers(0, 2, 300).astype(np.int64)
+    s = rng.integers(0, 10_000, 300).astype(np.int64)
+    lanes = Lanes.build(lane, s, s + 50, 2)
+    cover = union(lanes, lane, s, s + rng.integers(0, 50, 300))
+    q_lane = rng.integers(0, 2, 6000).astype(np.int64)
+    a = lanes.place(q_lane, rng.integers(0, 10_000, 6000).astype(np.int64))
+    b = a + rng.integers(0, 200, 6000)
+    want = cover.covered_before(b) - cover.covered_before(a)
+    got = cover.overlap(a, b)
+    assert got.dtype == np.int64 and got.tolist() == want.tolist()
+    assert want.any()
