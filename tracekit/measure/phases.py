@@ -246,8 +246,10 @@ def time_classes(tl: Timeline) -> pa.Table:
     busy = segments(inv, start, end, n)
     first = np.full(n, np.iinfo(np.int64).max)
     last = np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(first, inv, start)
-    np.maximum.at(last, inv, end)
+    if inv.size:  # rows grouped by key, each key's in start order: its first row is its start
+        heads = np.flatnonzero(np.concatenate([[True], inv[1:] != inv[:-1]]))
+        first[inv[heads]] = start[heads]
+        last[inv[heads]] = np.maximum.reduceat(end, heads)
     comm = per_class[COMM]
     exposed = uncovered_of_segments(tl, comm, s_keys[:, 0])  # per communication segment
     streams = _level(tl, per_class, busy, first, last, s_keys[:, 0], s_keys[:, 1],
