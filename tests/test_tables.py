@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
-from tracekit.tables import integral, masked
+from tracekit.tables import integral, masked, text_series
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 65, 10_000])
@@ -60,3 +61,17 @@ def test_to_frame_text_of_chunked_dictionaries_is_pyarrows_with_one_object_per_v
         for v in got.tolist():
             if v is not None:
                 assert by_value.setdefault(v, id(v)) == id(v)
+
+
+@pytest.mark.parametrize("codes", [[0, 1, -1, 2, 0], [-1, -1, -1], [], [2, 2]])
+def test_text_series_is_the_column_pandas_infers_from_the_strings(codes: list[int]) -> None:
+    """GIVEN per-row codes into three words (-1: missing) WHEN building the column from the
+    codes THEN it is what assigning the rows' Python strings (None where missing) gives:
+    the same dtype (str, or object where every row is missing) and the same values."""
+    words = ("ok", "no_size", "exceeded")
+    index = pd.RangeIndex(10, 10 + len(codes))
+    objects = np.array([words[c] if c >= 0 else None for c in codes], dtype=object)
+    want = pd.DataFrame(index=index).assign(x=objects)["x"]
+    got = text_series(np.asarray(codes, dtype=np.int8), words, index)
+    assert got.dtype == want.dtype
+    pd.testing.assert_series_equal(got, want, check_names=False)

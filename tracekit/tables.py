@@ -135,3 +135,18 @@ def integral(values: np.ndarray, kind: pa.DataType) -> pa.Array:
     if not np.logical_or(whole == values, missing).all():
         raise ValueError("float values with a fraction cannot be cast to an integer type")
     return masked(whole, missing, kind)
+
+
+def text_series(codes: np.ndarray, words: Sequence[str], index: pd.Index) -> pd.Series:
+    """Per-row codes into ``words`` (-1: missing) as the column pandas infers from the rows'
+    Python strings: its default str dtype (NaN where missing), or object Nones where every
+    row is missing. Built in Arrow from the codes: no Python object per row goes through
+    pandas' string inference (about 5 ms per 131k rows)."""
+    codes = np.asarray(codes)
+    missing = codes < 0
+    if missing.all():
+        return pd.Series(np.full(len(codes), None, dtype=object), index=index, dtype=object)
+    taken = pa.array(list(words), pa.large_string()).take(
+        masked(np.maximum(codes, 0), missing, pa.int32()))
+    return pd.Series(pd.array(taken, dtype=pd.StringDtype("pyarrow", na_value=np.nan)),
+                     index=index)

@@ -117,3 +117,19 @@ def test_equal_split_all_to_all_without_splits(attributed_builder, run_builder) 
     (row,) = a.tables["a2a"].to_pylist()
     assert row[schema.IMBALANCE] == pytest.approx(1.0)
     assert row[schema.SEND_BYTES] == 3000
+
+
+def test_matrix_without_all_to_all_rows_is_the_empty_table() -> None:
+    """GIVEN matched rows none of which is an all-to-all with members WHEN building the
+    traffic matrices THEN the empty A2A_MATRIX table, schema and metadata included."""
+    import numpy as np
+    import pandas as pd
+
+    from tracekit import schema
+    from tracekit.measure import a2a
+
+    matched = pd.DataFrame({schema.OP: ["all_reduce", "all_to_all"],
+                            schema.PG_RANKS: [[0, 1], None]})
+    got = a2a.matrices(matched, np.zeros(2, dtype=np.int64), None)
+    assert got.equals(schema.empty(schema.A2A_MATRIX))
+    assert got.schema.equals(schema.A2A_MATRIX, check_metadata=True)

@@ -7,6 +7,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -388,3 +390,57 @@ def test_text_columns_from_codes_equal_the_frames_encoding(values) -> None:
     assert got.dictionary.equals(want.dictionary)
     assert got.indices.equals(want.indices)
     assert got.to_pylist() == flat
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_first_seen_ids_are_the_groupby_ngroups(wide: bool) -> None:
+    """GIVEN four integer key columns with repeats (negative values included; wide: ranges
+    whose product passes 2**62) WHEN numbering their distinct rows THEN the ids are
+    groupby(sort=False).ngroup()'s: in order of first appearance."""
+    rng = np.random.default_rng(3)
+    n = 500
+    cols = [rng.integers(0, 4, n), rng.integers(-3, 6, n), rng.integers(0, 5, n),
+            rng.integers(0, 7, n)]
+    if wide:
+        cols[1] = cols[1] * 2**40
+        cols[3] = cols[3] * 2**30
+    keys = pd.DataFrame({str(i): c for i, c in enumerate(cols)})
+    want = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    assert crossrank._first_seen_ids(*cols).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("scale", [1, 2**59])
+def test_first_valid_pairs_wrappers_and_instances_by_rank_and_logical_id(scale: int) -> None:
+    """GIVEN wrapper rows and instance rows keyed by (rank, logical id), the ids close or so
+    far apart that rank and id ranges multiply past 2**62, an instance without a logical id
+    and one no wrapper shares WHEN pairing them THEN each wrapper's code numbers its pair by
+    first appearance and each instance gets its pair's code (-1: no wrapper or no id)."""
+    wrappers = pa.table({schema.RANK: pa.array([0, 1, 0, 0], pa.int32()),
+                         schema.LOGICAL_ID: pa.array([5 * scale, 5 * scale, 9 * scale,
+                                                      5 * scale], pa.int64())})
+    inst = pa.table({schema.RANK: pa.array([1, 0, 0, 2, 0], pa.int32()),
+                     schema.LOGICAL_ID: pa.array([5 * scale, 9 * scale, None, 5 * scale,
+                                                  5 * scale], pa.int64())})
+    codes, group = crossrank._first_valid(wrappers, inst)
+    assert codes.tolist() == [0, 1, 2, 0]
+    assert group.tolist() == [1, 2, -1, -1, 0]
+
+
+def test_stragglers_sum_waits_per_instance_and_rank_with_missing_waits() -> None:
+    """GIVEN matched rows of three instances on three ranks, some waits missing and one
+    instance seen on one rank only WHEN totalling the stragglers THEN per rank: its rows
+    of instances seen twice or more, how often it came last, the wait it caused (the others'
+    known waits, 0 where its own is missing) and its own known wait."""
+    n_seen = crossrank.N_SEEN
+    matched = pd.DataFrame({
+        schema.INSTANCE: [0, 0, 0, 1, 1, 2],
+        schema.RANK: np.array([0, 1, 2, 0, 2, 1], dtype=np.int32),
+        schema.WAIT_NS: pd.array([5, 0, 7, None, 3, 9], dtype="Int64"),
+        crossrank.LAST: [False, True, False, True, False, True],
+        n_seen: [3, 3, 3, 2, 2, 1],
+    })
+    got = {r[schema.RANK]: r for r in crossrank.stragglers(matched).to_pylist()}
+    assert {k: (r[schema.COUNT], r[schema.LAST_COUNT], r[schema.CAUSED_WAIT_NS],
+                r[schema.WAIT_NS]) for k, r in got.items()} == {
+        0: (2, 1, 0, 5), 1: (1, 1, 12, 0), 2: (2, 0, 0, 10)}
+    assert got[1][schema.SHARE] == pytest.approx(12 / 15)

@@ -267,3 +267,120 @@ def test_value_codes_of_dictionary_and_plain_text_agree() -> None:
     for column in (coded, plain):
         table = pa.table({"t": pa.chunked_array([column[:2], column[2:]])})
         assert value_codes(table, "t", ("comm", "compute")).tolist() == want
+
+
+
+def test_text_mask_of_dictionary_and_plain_text_agree() -> None:
+    """GIVEN texts (kept, not kept, null rows) as dictionary chunks (sliced, with null
+    indices and a null entry) and as plain strings WHEN masking them by a set and by a
+    prefix THEN both give true on the kept texts only, false on nulls."""
+    from tracekit.measure.textmask import text_mask
+
+    dictionary = pa.array(["comm", None, "other", "compute"])
+    coded = pa.DictionaryArray.from_arrays(pa.array([0, 2, None, 1, 3, 0], pa.int32()),
+                                           dictionary)
+    plain = pa.array(["comm", "other", None, None, "compute", "comm"])
+    for column in (coded, plain):
+        chunked = pa.chunked_array([column[:1], column[1:4], column[4:]])
+        assert text_mask(chunked, ["comm", "compute"]).tolist() == \
+            [True, False, False, False, True, True]
+        assert text_mask(chunked, prefix="comp").tolist() == \
+            [False, False, False, False, True, False]
+    assert text_mask(pa.chunked_array([], pa.string()), ["comm"]).tolist() == []
+
+def test_class_segments_by_one_class_and_key_sort_match_the_per_class_unions(
+        attributed_builder) -> None:
+    """GIVEN random nested, touching and empty kernels of every class on two GPUs and three
+    streams WHEN taking each (lane, stream) key's union per class by one sort of the
+    timeline by (class, key) THEN the segments are those of the per-class unions of the rows
+    grouped by key, and the busy times those of a tick-by-tick reference."""
+    from tracekit.measure.phases import (
+        CLASSES,
+        class_segments,
+        rows_by_key,
+        timeline_class_segments,
+    )
+
+    rng = np.random.default_rng(17)
+    count, horizon = 600, 300
+    classes = [K.COMM, K.FUSED, K.COMPUTE, K.MEMCPY]
+    rows = [_row(0, int(p), int(t), int(s), int(d), classes[int(c)], device=int(p),
+                 kind=Kind.KERNEL)
+            for p, t, s, d, c in zip(rng.integers(0, 2, count), rng.integers(0, 3, count),
+                                     rng.integers(0, horizon - 40, count),
+                                     rng.integers(0, 40, count), rng.integers(0, 4, count),
+                                     strict=True)]
+    tl = build_timeline(attributed_builder(rows))
+    keys, inv = group_rows(tl.lane, tl.tid)
+    n = len(keys)
+    got = timeline_class_segments(tl, inv, n)
+    want = class_segments(*rows_by_key(tl, inv, n), n)
+    assert len(got) == len(CLASSES)
+    for code, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert (g.key.tolist(), g.start.tolist(), g.end.tolist()) == \
+            (w.key.tolist(), w.start.tolist(), w.end.tolist())
+        m = tl.cls == code
+        assert list(g.length(n)) == list(
+            _brute(inv[m], tl.start[m], tl.end[m], n, horizon).sum(axis=1))
+
+
+@pytest.mark.parametrize("second", [(250, 50), (120, 100)])
+def test_device_exposed_of_comm_on_two_streams(attributed_builder,
+                                               second: tuple[int, int]) -> None:
+    """GIVEN on GPU 0 compute [0,100), communication [50,200) on stream 20 and
+    communication on stream 21 apart from it or overlapping it WHEN computing time classes
+    THEN each stream's exposed time is its own and the device's counts the overlap once
+    (the union of both minus the compute), whether or not the streams' segments merge."""
+    ts, dur = second
+    rows = [
+        _row(0, 0, 7, 0, 100, K.COMPUTE, device=0, kind=Kind.KERNEL),
+        _row(0, 0, 20, 50, 150, K.COMM, device=0, kind=Kind.KERNEL, is_instance=True),
+        _row(0, 0, 21, ts, dur, K.COMM, device=0, kind=Kind.KERNEL, is_instance=True),
+    ]
+    tc = time_classes(build_timeline(attributed_builder(rows))).to_pylist()
+    by_tid = {r[schema.TID]: r for r in tc}
+    assert by_tid[20][schema.EXPOSED_NS] == 100 and by_tid[21][schema.EXPOSED_NS] == dur
+    union_end = max(200, ts + dur) if ts <= 200 else None
+    want = union_end - 100 if union_end is not None else 100 + dur
+    assert by_tid[None][schema.EXPOSED_NS] == want
+
+
+def test_phase_rank_rows_sum_their_layers_with_missing_bounds(attributed_builder) -> None:
+    """GIVEN MEASURED rows of rank 0 in two phases and two layers, the bounds known on one
+    row of one phase only WHEN building PHASES THEN each rank-level row (layer null) sums
+    its layers' bytes, counts and bounds, the bound missing where no row has one."""
+    from tracekit.measure.phasetable import phase_table
+
+    t = attributed_builder([_row(0, 0, 7, 0, 100, K.COMPUTE, device=0, kind=Kind.KERNEL,
+                                 phase="decode", layer=0)])
+    ints = {schema.RANK: [0, 0, 0, 0], schema.LAYER: [0, 0, 1, 1],
+            schema.MSG_BYTES: [10, 20, 30, 40], schema.TRANSFER_NS: [1, 2, 3, 4],
+            schema.WAIT_NS: [0, 0, 0, 0], schema.NOTIFY_NS: [0, 0, 0, 0],
+            schema.BOUND_NS: [5, None, None, None]}
+    measured = pd.DataFrame({c: pd.array(v, dtype="Int64") for c, v in ints.items()}
+                            | {schema.PHASE: ["decode", "decode", "decode", "combine"]})
+    out = phase_table(build_timeline(t), t, measured).to_pylist()
+    by = {(r[schema.RANK], r[schema.PHASE], r[schema.LAYER]): r for r in out}
+    decode, combine = by[(0, "decode", None)], by[(0, "combine", None)]
+    assert (decode[schema.MSG_BYTES], decode[schema.COUNT], decode[schema.BOUND_NS]) == (60, 3, 5)
+    assert (combine[schema.MSG_BYTES], combine[schema.COUNT]) == (40, 1)
+    assert combine[schema.BOUND_NS] is None
+    assert by[(None, "decode", None)][schema.MSG_BYTES] == 60
+
+
+def test_overlap_of_many_unordered_intervals_is_that_of_each() -> None:
+    """GIVEN a cover on two lanes and more intervals than Union.overlap searches in their
+    given order, in no order WHEN measuring the covered part of each THEN it is each
+    interval's own covered_before(end) - covered_before(start), in the given order."""
+    rng = np.random.default_rng(21)
+    lane = rng.integers(0, 2, 300).astype(np.int64)
+    s = rng.integers(0, 10_000, 300).astype(np.int64)
+    lanes = Lanes.build(lane, s, s + 50, 2)
+    cover = union(lanes, lane, s, s + rng.integers(0, 50, 300))
+    q_lane = rng.integers(0, 2, 6000).astype(np.int64)
+    a = lanes.place(q_lane, rng.integers(0, 10_000, 6000).astype(np.int64))
+    b = a + rng.integers(0, 200, 6000)
+    want = cover.covered_before(b) - cover.covered_before(a)
+    got = cover.overlap(a, b)
+    assert got.dtype == np.int64 and got.tolist() == want.tolist()
+    assert want.any()

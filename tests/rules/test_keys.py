@@ -9,6 +9,7 @@ import pyarrow as pa
 from tracekit import schema as S
 from tracekit.rules import keys
 from tracekit.rules.keys import (
+    factorize,
     first_rows,
     list_codes,
     objects,
@@ -226,3 +227,16 @@ def test_few_distinct_objects_are_coded_as_pandas_codes_them() -> None:
             assert codes.tolist() == want_codes.tolist(), values
             assert list(uniques) == list(want_uniques), values
             assert keys.missing(a).tolist() == pd.isna(a).tolist(), values
+
+
+def test_factorize_of_arrow_backed_text_is_that_of_its_python_strings() -> None:
+    """GIVEN pandas str columns (Arrow-backed) of short and of long text with missing values
+    WHEN factorizing them THEN codes and distinct values are those of the rows' Python
+    strings as an object array (first appearance, -1 where missing)."""
+    for word in ("TP", "x" * 40):
+        s = pd.Series([None if i % 5 == 0 else f"{word}{i % 7}" for i in range(200)])
+        assert isinstance(s.dtype, pd.StringDtype)
+        codes, uniques = factorize(s)
+        want_codes, want_uniques = pd.factorize(np.asarray(s.to_numpy(), dtype=object))
+        assert codes.tolist() == want_codes.tolist()
+        assert uniques.dtype == object and uniques.tolist() == list(want_uniques)

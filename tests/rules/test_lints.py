@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from tracekit import api
 from tracekit import schema as S
@@ -158,3 +159,19 @@ def test_collective_units_equal_pyarrows_conversion_of_the_unit_rows() -> None:
     assert got.schema == want.schema
     assert got.to_pylist() == want.to_pylist()
     assert got.column(S.GROUP).combine_chunks().dictionary.to_pylist() == ["MOE_EP", "TP"]
+
+
+@pytest.mark.parametrize("k_spread", [50, 10**9])
+def test_pairs_are_the_distinct_k_rank_rows(k_spread: int) -> None:
+    """GIVEN (k, rank) rows with repeats, k in a narrow and in a wide range WHEN taking the
+    distinct pairs THEN they are np.unique's rows over the stacked pairs, in sorted order."""
+    import numpy as np
+
+    from tracekit.rules.lints import _pairs
+
+    rng = np.random.default_rng(5)
+    k_of = rng.integers(0, k_spread, 400).astype(np.int64)
+    ranks = rng.integers(3, 11, 400).astype(np.int64)
+    want = np.unique(np.stack([k_of, ranks], axis=1), axis=0)
+    got = _pairs(k_of, ranks)
+    assert got.dtype == np.int64 and got.tolist() == want.tolist()

@@ -81,9 +81,19 @@ def _explode(frame: pd.DataFrame, split_col: str | None, bytes_col: str,
     })
 
 
-def matrices(matched: pd.DataFrame, nodes: I64, profile: HardwareProfile | None) -> pa.Table:
-    """A2A_MATRIX: C[src][dst] per all-to-all(v) instance, from both sides' split sizes."""
-    a2a = matched[matched[schema.OP].isin(A2A_OPS) & matched[schema.PG_RANKS].notna()]
+def matrices(matched: pd.DataFrame, nodes: I64, profile: HardwareProfile | None,
+             is_a2a: np.ndarray | None = None) -> pa.Table:
+    """A2A_MATRIX: C[src][dst] per all-to-all(v) instance, from both sides' split sizes
+    (``is_a2a``: the rows whose op is in A2A_OPS where the caller has them coded)."""
+    if is_a2a is None:
+        is_a2a = matched[schema.OP].isin(A2A_OPS).to_numpy(dtype=bool)
+    # no all-to-all with members: the empty matrix (what the path below gives), without a
+    # look at the member lists where no row is an all-to-all at all
+    rows = is_a2a & matched[schema.PG_RANKS].notna().to_numpy(dtype=bool) \
+        if is_a2a.any() else is_a2a
+    if not rows.any():
+        return schema.empty(schema.A2A_MATRIX)
+    a2a = matched[rows]
     parts = []
     has_in = _non_empty(a2a[schema.IN_SPLIT])
     has_out = _non_empty(a2a[schema.OUT_SPLIT])

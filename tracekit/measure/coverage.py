@@ -52,27 +52,48 @@ def graph_launches(events: pa.Table | None) -> pa.Table | None:
     """(rank, correlation) of every CUDA/HIP graph launch; None when there are no events."""
     if events is None or not events.num_rows:
         return None
-    hit = pa.chunked_array([_matches(chunk) for chunk in events.column(schema.NAME).chunks],
-                           type=pa.bool_())
-    return events.select([schema.RANK, schema.CORRELATION]).filter(hit)
+    names = events.column(schema.NAME)
+    hit = np.empty(len(names), dtype=bool)
+    at = 0
+    for chunk in names.chunks:
+        _matches(chunk, hit[at:at + len(chunk)])
+        at += len(chunk)
+    return events.select([schema.RANK, schema.CORRELATION]).filter(pa.array(hit))
 
 
-def _matches(chunk: pa.Array) -> pa.Array:
-    """GRAPH_LAUNCH per row; a dictionary chunk is matched once per distinct name."""
+def _matches(chunk: pa.Array, out: np.ndarray) -> None:
+    """GRAPH_LAUNCH per row, into ``out``; a dictionary chunk is matched once per distinct
+    name and its rows read their name's answer by a numpy take."""
     if pa.types.is_dictionary(chunk.type):
-        per_name = pc.fill_null(pc.match_substring_regex(
-            chunk.dictionary.cast(pa.string()), GRAPH_LAUNCH), False)
-        return pc.fill_null(pc.take(per_name, chunk.indices), False)
-    return pc.fill_null(pc.match_substring_regex(chunk, GRAPH_LAUNCH), False)
+        per_name = np.append(np.asarray(pc.fill_null(pc.match_substring_regex(
+            chunk.dictionary.cast(pa.string()), GRAPH_LAUNCH), False).to_numpy(
+            zero_copy_only=False), dtype=bool), False)  # the last: a null row's
+        indices = chunk.indices
+        if indices.null_count:
+            indices = pc.fill_null(indices, len(chunk.dictionary))
+        np.take(per_name, indices.to_numpy(), out=out, mode="clip")
+        return
+    out[:] = np.asarray(pc.fill_null(pc.match_substring_regex(chunk, GRAPH_LAUNCH), False)
+                        .to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _in_graph(df: pd.DataFrame, launches: pa.Table | None) -> pd.Series:
     if launches is None or not launches.num_rows or not len(df):
         return pd.Series(False, index=df.index)
-    seen = pd.MultiIndex.from_frame(launches.to_pandas().dropna().astype("int64"))
+    l_rank, l_corr = (launches.column(c) for c in (schema.RANK, schema.CORRELATION))
+    # the launches with both (what a dropna keeps), as int64
+    both = np.asarray(pc.and_(pc.is_valid(l_rank), pc.is_valid(l_corr)).to_numpy(
+        zero_copy_only=False), dtype=bool)
+    l_rank = np.asarray(pc.fill_null(l_rank, 0).to_numpy(), dtype=np.int64)[both]
+    l_corr = np.asarray(pc.fill_null(l_corr, 0).to_numpy(), dtype=np.int64)[both]
     corr = df[schema.CORRELATION].astype("Int64")
-    keys = pd.MultiIndex.from_arrays([df[schema.RANK].astype("int64"), corr.fillna(-1)])
-    return pd.Series(keys.isin(seen) & corr.notna().to_numpy(), index=df.index)
+    values = corr.to_numpy(dtype=np.int64, na_value=-1)
+    rank = df[schema.RANK].to_numpy(dtype=np.int64)
+    hit = np.zeros(len(df), dtype=bool)
+    for r in np.unique(l_rank):  # per launching rank: its rows' correlations among its own
+        rows = np.flatnonzero(rank == r)
+        hit[rows] = np.isin(values[rows], l_corr[l_rank == r])
+    return pd.Series(hit & corr.notna().to_numpy(), index=df.index)
 
 
 def _flags(df: pd.DataFrame, measured: pd.DataFrame, launches: pa.Table | None) -> pd.DataFrame:
@@ -116,11 +137,11 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     side = df.assign(**{_KEY: code})
     gs = side.groupby(_KEY, sort=True)
     out[schema.GROUP] = _labels(np.asarray(code, dtype=np.int64), df[schema.GROUP])
-    out[schema.PG_NAME] = gs[schema.PG_NAME].first()
-    out[schema.PG_DESC] = gs[schema.PG_DESC].first()
+    out[schema.PG_NAME] = _firsts(code, df[schema.PG_NAME], len(keys))
+    out[schema.PG_DESC] = _firsts(code, df[schema.PG_DESC], len(keys))
     out[schema.GROUP_SIZE] = gs[crossrank.N_GROUP].max()
-    out[schema.SIZE_SOURCE] = gs[evidence.N_SOURCE].first()
-    members = gs[crossrank.MEMBERS].first()
+    out[schema.SIZE_SOURCE] = _firsts(code, df[evidence.N_SOURCE], len(keys))
+    members = _firsts(code, df[crossrank.MEMBERS], len(keys))
     seen = gs[schema.RANK].nunique()
     present: list[int] = []
     missing: list[list[int] | None] = []
@@ -148,6 +169,17 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     # communicators nothing identifies last
     order = np.lexsort((out.index.to_numpy(dtype=str), out.index == ""))
     return out.iloc[order].reset_index(drop=True)
+
+
+def _firsts(code: np.ndarray, column: pd.Series, n_codes: int) -> pd.Series:
+    """``column.groupby(code).first()``: per code (0..n_codes-1) its first non-missing value,
+    by the first row position per code, not a groupby over the text; codes with none are
+    left out (they align as missing, as first() gives them)."""
+    rows = np.flatnonzero(column.notna().to_numpy(dtype=bool))
+    first = np.full(n_codes, len(column), dtype=np.int64)
+    np.minimum.at(first, np.asarray(code, dtype=np.int64)[rows], rows)
+    has = np.flatnonzero(first < len(column))
+    return pd.Series(column.to_numpy()[first[has]], index=has)
 
 
 def _labels(code: np.ndarray, group: pd.Series) -> pd.Series:

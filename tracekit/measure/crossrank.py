@@ -292,12 +292,17 @@ def _first_valid(wrappers: pa.Table, inst: pa.Table) -> tuple[np.ndarray, np.nda
     n_w = wrappers.num_rows
     has = _mask(pc.is_valid(inst.column(schema.LOGICAL_ID)))
     parts = []
-    for col, fill in ((schema.RANK, 0), (schema.LOGICAL_ID, 0)):
-        both = np.concatenate([
-            np.asarray(pc.fill_null(wrappers.column(col), fill).to_numpy(), dtype=np.int64),
-            np.asarray(pc.fill_null(inst.column(col), fill).to_numpy(), dtype=np.int64)])
-        parts.append(pd.factorize(both)[0].astype(np.int64))
-    key = parts[0] * (int(parts[1].max(initial=0)) + 1) + parts[1]  # one int per pair
+    for col in (schema.RANK, schema.LOGICAL_ID):
+        parts.append(np.concatenate([
+            np.asarray(pc.fill_null(wrappers.column(col), 0).to_numpy(), dtype=np.int64),
+            np.asarray(pc.fill_null(inst.column(col), 0).to_numpy(), dtype=np.int64)]))
+    lows = [int(c.min(initial=0)) for c in parts]
+    spans = [int(c.max(initial=0)) - lo + 1 for c, lo in zip(parts, lows, strict=True)]
+    if spans[0] * spans[1] < 2**62:  # one int per pair from the values' offsets
+        key = (parts[0] - lows[0]) * spans[1] + (parts[1] - lows[1])
+    else:  # from the values' codes
+        codes_of = [pd.factorize(c)[0].astype(np.int64) for c in parts]
+        key = codes_of[0] * (int(codes_of[1].max(initial=0)) + 1) + codes_of[1]
     codes, uniq = pd.factorize(key[:n_w])
     group = np.asarray(pd.Index(uniq).get_indexer(key[n_w:]), dtype=np.int64)
     group[~has] = -1
@@ -543,8 +548,24 @@ def _instance_ids(out: pd.DataFrame, members: pd.Series) -> np.ndarray:
     first = np.where(kind == 3, rank, np.where(kind == 0, cid, f_code))
     second = np.where(kind == 3, np.arange(len(out)), np.where(kind == 0, 0, m_code))
     third = np.where(kind == 1, seq, np.where(kind == 2, ordinal, 0))
-    keys = pd.DataFrame({"k": kind, "a": first, "b": second, "c": third})
-    return keys.groupby(["k", "a", "b", "c"], sort=False).ngroup().to_numpy(dtype=np.int64)
+    return _first_seen_ids(kind, first, second, third)
+
+
+def _first_seen_ids(*columns: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+    """One id per distinct row of integer columns, numbered in order of first appearance
+    (``groupby(sort=False).ngroup()``): one hash of a mixed-radix int64 code per row where
+    the columns' ranges multiply below 2**62, else the pandas groupby."""
+    bounds = [(int(c.min()), int(c.max())) if len(c) else (0, 0) for c in columns]
+    spans = [hi - lo + 1 for lo, hi in bounds]
+    if int(np.prod(np.asarray(spans, dtype=object))) >= 2**62:
+        keys = pd.DataFrame({str(i): c for i, c in enumerate(columns)})
+        return keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy(dtype=np.int64)
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for col, (lo, _), span in zip(columns, bounds, spans, strict=True):
+        code *= span
+        code += col
+        code -= lo  # wraps back: the code itself stays below 2**62
+    return np.asarray(pd.factorize(code)[0], dtype=np.int64)
 
 
 def match(df: pd.DataFrame) -> pd.DataFrame:
@@ -574,15 +595,25 @@ def match(df: pd.DataFrame) -> pd.DataFrame:
 def stragglers(matched: pd.DataFrame) -> pa.Table:
     """STRAGGLERS: per rank, how often it started last and how much waiting that caused."""
     multi = matched[matched[N_SEEN] >= 2]
-    total_wait = multi.groupby(schema.INSTANCE)[schema.WAIT_NS].transform("sum")
-    caused = (total_wait - multi[schema.WAIT_NS]).where(multi[LAST], 0)
-    per = pd.DataFrame({
-        schema.RANK: multi[schema.RANK],
-        schema.COUNT: 1,
-        schema.LAST_COUNT: multi[LAST].astype("int64"),
-        schema.CAUSED_WAIT_NS: caused.fillna(0).astype("int64"),
-        schema.WAIT_NS: multi[schema.WAIT_NS].fillna(0).astype("int64"),
-    }).groupby(schema.RANK, as_index=False).sum()
+    # exact int64 sums by np.add.at: per instance its members' wait (a missing one counts
+    # 0), caused by its last arrival (0 where that wait is missing); then per rank
+    inst = multi[schema.INSTANCE].to_numpy(dtype=np.int64)
+    wait = multi[schema.WAIT_NS]
+    known = wait.notna().to_numpy(dtype=bool)
+    w = wait.fillna(0).to_numpy(dtype=np.int64)
+    last = multi[LAST].to_numpy(dtype=bool)
+    total = np.zeros(int(inst.max(initial=-1)) + 1, dtype=np.int64)
+    np.add.at(total, inst, w)
+    caused = np.where(last & known, total[inst] - w, 0)
+    rank = multi[schema.RANK]
+    ranks, of_rank = np.unique(rank.to_numpy(), return_inverse=True)
+    sums = {}
+    for col, values in ((schema.COUNT, np.ones(len(w), dtype=np.int64)),
+                        (schema.LAST_COUNT, last.astype(np.int64)),
+                        (schema.CAUSED_WAIT_NS, caused), (schema.WAIT_NS, w)):
+        sums[col] = np.zeros(len(ranks), dtype=np.int64)
+        np.add.at(sums[col], of_rank, values)
+    per = pd.DataFrame({schema.RANK: ranks.astype(rank.dtype, copy=False), **sums})
     all_wait = float(per[schema.WAIT_NS].sum())
     per[schema.SHARE] = per[schema.CAUSED_WAIT_NS] / all_wait if all_wait > 0 else 0.0
     per = per.sort_values(schema.CAUSED_WAIT_NS, ascending=False, kind="stable")

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit import schema
+from tracekit import schema, tables
 from tracekit.measure import crossrank
 from tracekit.schema import BoundStatus, TimeSource
 
@@ -28,18 +28,25 @@ RAW_BOUND = "_raw_bound"  # the bound before a physically impossible one is with
 RAW_EFF = "_raw_efficiency"
 EXCEEDED_RULE = "measure.bound-exceeded"
 ASCEND_OPS = "ascend_comm_ops"  # Run.extra key of the Ascend per-op communication table
+# where a group size came from (N_SOURCE) and where transfer / wait came from: the values
+# the per-row codes index
+_SIZE_SOURCES = (schema.GROUP_SIZE, "topology", schema.PG_RANKS, "process_groups")
+_TIME_SOURCES = (TimeSource.SOME_RANKS, TimeSource.ALL_RANKS, TimeSource.ONE_MEMBER,
+                 TimeSource.PROFILER)
 ROOTED = frozenset({schema.Op.BROADCAST, schema.Op.REDUCE, schema.Op.GATHER, schema.Op.SCATTER})
 
 
 def group_size(df: pd.DataFrame, process_groups: pa.Table | None) -> pd.Series:
     """The communicator's size per row (float, NaN when unknown); sets ``df[N_SOURCE]``."""
     n = df[schema.GROUP_SIZE].astype("Float64")
-    source = pd.Series(None, index=df.index, dtype=object)
-    source[n.notna().to_numpy(dtype=bool)] = schema.GROUP_SIZE
+    # an index into _SIZE_SOURCES per row (-1: none), as object strings at the end
+    source = np.full(len(df), -1, dtype=np.int8)
+    source[n.notna().to_numpy(dtype=bool)] = _SIZE_SOURCES.index(schema.GROUP_SIZE)
     from_members = _member_counts(df[crossrank.MEMBERS])
-    take = n.isna() & from_members.notna()
+    take = (n.isna() & from_members.notna()).to_numpy(dtype=bool)
     topo = df.get(crossrank.FROM_TOPOLOGY, pd.Series(False, index=df.index)).fillna(False)
-    source[take] = np.where(topo[take].astype(bool), "topology", schema.PG_RANKS)
+    source[take] = np.where(topo.to_numpy()[take].astype(bool), _SIZE_SOURCES.index(
+        "topology"), _SIZE_SOURCES.index(schema.PG_RANKS))
     n = n.fillna(from_members)
     if process_groups is not None and process_groups.num_rows and n.isna().any():
         pg = crossrank.frame(process_groups.select([schema.PG_NAME, schema.PG_RANKS,
@@ -50,10 +57,11 @@ def group_size(df: pd.DataFrame, process_groups: pa.Table | None) -> pd.Series:
         by_name = pd.Series(size.to_numpy(), index=pg[schema.PG_NAME]).dropna()
         by_name = by_name[~by_name.index.duplicated()]
         found = df[schema.PG_NAME].map(by_name).astype("Float64")
-        take = n.isna() & found.notna()
-        source[take] = "process_groups"
+        take = (n.isna() & found.notna()).to_numpy(dtype=bool)
+        source[take] = _SIZE_SOURCES.index("process_groups")
         n = n.fillna(found)
-    df[N_SOURCE] = source
+    words = np.array([*_SIZE_SOURCES, None], dtype=object)  # -1 reads the trailing None
+    df[N_SOURCE] = pd.Series(words[source], index=df.index, dtype=object)
     return n.astype("float64")
 
 
@@ -91,14 +99,14 @@ def split_times(df: pd.DataFrame, n: np.ndarray, profiler: pd.DataFrame | None) 
     one = nn == 1
     multi = seen >= 2
     every = multi & (seen >= nn)  # NaN size: False
-    source = np.full(len(df), None, dtype=object)
-    source[multi] = TimeSource.SOME_RANKS
-    source[every] = TimeSource.ALL_RANKS
-    source[one & ~multi] = TimeSource.ONE_MEMBER
+    source = np.full(len(df), -1, dtype=np.int8)  # index into _TIME_SOURCES (-1: none)
+    source[multi] = _TIME_SOURCES.index(TimeSource.SOME_RANKS)
+    source[every] = _TIME_SOURCES.index(TimeSource.ALL_RANKS)
+    source[one & ~multi] = _TIME_SOURCES.index(TimeSource.ONE_MEMBER)
     dur = df[schema.DUR_NS].astype("Int64")
     transfer = df[schema.TRANSFER_NS].astype("Int64")
     transfer[one & ~multi] = dur[one & ~multi]
-    known = pd.Series(source != None, index=df.index)  # noqa: E711 (elementwise)
+    known = pd.Series(source >= 0, index=df.index)
     transfer = transfer.where(known, pd.NA)
     wait = (dur - transfer).astype("Int64")
     skew = df[schema.SKEW_NS].astype("Int64").where(pd.Series(multi, index=df.index), pd.NA)
@@ -111,18 +119,19 @@ def split_times(df: pd.DataFrame, n: np.ndarray, profiler: pd.DataFrame | None) 
         has = t.notna()
         transfer = transfer.where(~has, t)
         wait = wait.where(~has, w.fillna(dur - t))
-        source[has.to_numpy()] = TimeSource.PROFILER
+        source[has.to_numpy()] = _TIME_SOURCES.index(TimeSource.PROFILER)
     df[schema.TRANSFER_NS] = transfer
     # the notify kernels that prepare the instance are synchronisation: wait, not transfer
     df[schema.WAIT_NS] = (wait + crossrank.notify_of(df).astype("Int64")).astype("Int64")
     df[schema.SKEW_NS] = skew
-    df[schema.TIME_SOURCE] = source
+    df[schema.TIME_SOURCE] = tables.text_series(source, _TIME_SOURCES, df.index)
 
 
 def bound_status(n: np.ndarray, size: np.ndarray, bound: np.ndarray, transfer: np.ndarray,
                  has_profile: bool) -> np.ndarray:
-    """BoundStatus per row (before the plausibility check), first reason wins."""
-    out = np.full(len(n), BoundStatus.OK, dtype=object)
+    """BoundStatus per row (before the plausibility check), first reason wins, as its index
+    in BoundStatus.ALL (int8: the column is built from the codes, tables.text_series)."""
+    out = np.full(len(n), BoundStatus.ALL.index(BoundStatus.OK), dtype=np.int8)
     checks = [
         (~np.isfinite(transfer), BoundStatus.NO_TRANSFER),
         (~np.isfinite(bound), BoundStatus.NO_MODEL),
@@ -131,9 +140,9 @@ def bound_status(n: np.ndarray, size: np.ndarray, bound: np.ndarray, transfer: n
         (~np.isfinite(n), BoundStatus.NO_GROUP_SIZE),
     ]
     for mask, status in checks:  # last assignment wins: most basic reason last
-        out[mask] = status
+        out[mask] = BoundStatus.ALL.index(status)
     if not has_profile:
-        out[:] = BoundStatus.NO_PROFILE
+        out[:] = BoundStatus.ALL.index(BoundStatus.NO_PROFILE)
     return out
 
 

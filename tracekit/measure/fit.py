@@ -69,6 +69,10 @@ def theil_sen(x: npt.ArrayLike, y: npt.ArrayLike, *, max_points: int = MAX_POINT
     return Fit(alpha, slope, count, THEIL_SEN)
 
 
+# the columns of MEASURED that fit_table reads (besides BUS_BYTES)
+COLUMNS = (schema.GROUP, schema.OP, schema.LINK_CLASS, schema.TIME_SOURCE, schema.TRANSFER_NS)
+
+
 def fit_table(instances: pd.DataFrame, profile: HardwareProfile | None) -> pa.Table:
     """FITS: one row per (group, op, link class) from one row per matched instance.
 

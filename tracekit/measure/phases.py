@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from tracekit import schema
 from tracekit.measure.intervals import (
     I64,
+    LINE_LIMIT,
     Lanes,
     Segments,
     Union,
@@ -42,23 +43,31 @@ CLASS_COLUMNS = (schema.COMM_NS, schema.FUSED_NS, schema.COMPUTE_NS, schema.MEMC
 
 def value_codes(table: pa.Table, name: str, values: tuple[str, ...]) -> npt.NDArray[np.int32]:
     """Per row, the index of the row's string in ``values``: -1 where it is another string,
-    -2 where null. Dictionary columns are looked up once per distinct value, not per row."""
-    out = []
+    -2 where null. Dictionary columns are looked up once per distinct value, not per row,
+    and every row reads its entry's code by a numpy take into the output (no Arrow take,
+    no copy per chunk)."""
+    column = table.column(name)
+    out = np.empty(len(column), dtype=np.int32)  # writable
     want = pa.array(list(values), type=pa.string())
-    for chunk in table.column(name).chunks:
+    at = 0
+    for chunk in column.chunks:
+        part = out[at:at + len(chunk)]
+        at += len(chunk)
         if pa.types.is_dictionary(chunk.type):
             words = chunk.dictionary.cast(pa.string())
-            per_value = pc.if_else(pc.is_valid(words), pc.fill_null(pc.index_in(words, want), -1),
-                                   pa.scalar(-2, pa.int32()))
-            idx = pc.take(per_value, chunk.indices)
-        else:
-            idx = pc.fill_null(pc.index_in(chunk.cast(pa.string()), want), -1)
-        codes = np.array(pc.fill_null(idx, -2).to_numpy(zero_copy_only=False),
-                         dtype=np.int32)  # a writable copy
-        if not pa.types.is_dictionary(chunk.type):  # (a null index took a null: -2 already)
-            codes[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
-        out.append(codes)
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
+            per_value = np.append(np.asarray(pc.if_else(
+                pc.is_valid(words), pc.fill_null(pc.index_in(words, want), -1),
+                pa.scalar(-2, pa.int32())).to_numpy(zero_copy_only=False), dtype=np.int32),
+                np.int32(-2))  # the last entry: a null row's
+            indices = chunk.indices
+            if indices.null_count:
+                indices = pc.fill_null(indices, len(words))
+            np.take(per_value, indices.to_numpy(), out=part, mode="clip")
+            continue
+        idx = pc.fill_null(pc.index_in(chunk.cast(pa.string()), want), -1)
+        part[:] = np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int32)
+        part[~np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)] = -2
+    return out
 
 
 def _ints(table: pa.Table, name: str, null: int = -1) -> I64:
@@ -194,8 +203,27 @@ def class_segments(inv: I64, start: I64, end: I64, cls: npt.NDArray[np.int8], n:
     return out
 
 
-def _per_key(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], I64]:
-    return group_rows(*(keys[:, k] for k in range(keys.shape[1])))
+def timeline_class_segments(tl: Timeline, inv: I64, n: int) -> list[Segments]:
+    """``class_segments`` of the timeline's rows keyed by ``inv`` (0..n-1, a key refining
+    the lane), by one stable sort of the rows by (class, key): each key's rows stay in start
+    order and each class's rows are one slice (no mask or copy per class, and no sort by key
+    before it)."""
+    m = len(CLASSES) * n
+    if tl.lanes.width * max(m, 1) >= LINE_LIMIT:  # the one-line placement of segments overflows
+        return class_segments(*rows_by_key(tl, inv, n), n)
+    code = tl.cls.astype(np.int64) * n
+    code += inv
+    order = by_key(code, m)
+    start, end = tl.start, tl.end
+    if order is not None:
+        code, start, end = np.take(code, order), np.take(start, order), np.take(end, order)
+    cut = np.searchsorted(code, np.arange(len(CLASSES) + 1, dtype=np.int64) * n)
+    out = []
+    for c in range(len(CLASSES)):
+        a, b = int(cut[c]), int(cut[c + 1])
+        seg = segments(code[a:b], start[a:b], end[a:b], m)  # views: the keys as coded
+        out.append(Segments(seg.key - c * n, seg.start, seg.end))
+    return out
 
 
 def rows_by_key(tl: Timeline, inv: I64, n: int) -> tuple[I64, I64, I64, np.ndarray]:
@@ -211,25 +239,35 @@ def rows_by_key(tl: Timeline, inv: I64, n: int) -> tuple[I64, I64, I64, np.ndarr
 def time_classes(tl: Timeline) -> pa.Table:
     """TIME_CLASSES: per (rank, device, stream) and per device (tid null) busy time by class."""
     # Per stream: key = (lane, tid).
-    s_keys, inv = _per_key(np.stack([tl.lane, tl.tid], axis=1))
+    s_keys, inv = group_rows(tl.lane, tl.tid)  # the columns as they are (no stacked copy)
     n = len(s_keys)
     inv, start, end, cls = rows_by_key(tl, inv, n)
     per_class = class_segments(inv, start, end, cls, n)
     busy = segments(inv, start, end, n)
     first = np.full(n, np.iinfo(np.int64).max)
     last = np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(first, inv, start)
-    np.maximum.at(last, inv, end)
-    streams = _level(tl, per_class, busy, first, last, s_keys[:, 0], s_keys[:, 1])
+    if inv.size:  # rows grouped by key, each key's in start order: its first row is its start
+        heads = np.flatnonzero(np.concatenate([[True], inv[1:] != inv[:-1]]))
+        first[inv[heads]] = start[heads]
+        last[inv[heads]] = np.maximum.reduceat(end, heads)
+    comm = per_class[COMM]
+    exposed = uncovered_of_segments(tl, comm, s_keys[:, 0])  # per communication segment
+    streams = _level(tl, per_class, busy, first, last, s_keys[:, 0], s_keys[:, 1],
+                     np.bincount(comm.key, weights=exposed, minlength=n).astype(np.int64))
     # Per device: the union of its streams' segments (fewer than its rows where they overlap)
     lane, n = s_keys[:, 0], tl.n_lanes
     d_first = np.full(n, np.iinfo(np.int64).max)
     d_last = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(d_first, lane, first)
     np.maximum.at(d_last, lane, last)
-    devices = _level(tl, [seg.merged(lane, n) for seg in per_class], busy.merged(lane, n),
-                     d_first, d_last, np.arange(n, dtype=np.int64),
-                     np.full(n, -1, dtype=np.int64))
+    d_class = [seg.merged(lane, n) for seg in per_class]
+    # where no two streams' communication segments merged (communication on one stream per
+    # device), they are the device's segments and their exposed parts the same
+    d_exposed = np.bincount(lane[comm.key], weights=exposed, minlength=n).astype(np.int64) \
+        if d_class[COMM].key.size == comm.key.size else exposed_of_segments(
+            tl, d_class[COMM], n, np.arange(n, dtype=np.int64))
+    devices = _level(tl, d_class, busy.merged(lane, n), d_first, d_last,
+                     np.arange(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), d_exposed)
     data = {k: np.concatenate([streams[k], devices[k]]) for k in streams}
     # devices with no timed row at all (the host of a GPU rank) get no row
     timed = np.concatenate([np.ones(len(s_keys), dtype=bool),
@@ -241,15 +279,15 @@ def time_classes(tl: Timeline) -> pa.Table:
 
 
 def _level(tl: Timeline, per_class: list[Segments], busy: Segments, first: I64, last: I64,
-           lane: I64, tid: I64) -> dict[str, I64]:
-    """TIME_CLASSES columns of one level (streams or devices) from its keys' unions."""
+           lane: I64, tid: I64, exposed: I64) -> dict[str, I64]:
+    """TIME_CLASSES columns of one level (streams or devices) from its keys' unions and
+    their exposed communication."""
     n = lane.size
     busy_ns = busy.length(n)
     span = np.where(busy_ns > 0, last - first, 0)
     values = {
         schema.RANK: tl.lane_rank[lane], schema.PID: tl.lane_pid[lane], schema.TID: tid,
-        schema.SPAN_NS: span, schema.IDLE_NS: span - busy_ns,
-        schema.EXPOSED_NS: exposed_of_segments(tl, per_class[COMM], n, lane),
+        schema.SPAN_NS: span, schema.IDLE_NS: span - busy_ns, schema.EXPOSED_NS: exposed,
     }
     values.update({col: seg.length(n) for col, seg in zip(CLASS_COLUMNS, per_class, strict=True)})
     return {k: np.asarray(v, dtype=np.int64) for k, v in values.items()}

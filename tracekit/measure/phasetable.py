@@ -24,9 +24,8 @@ from tracekit.measure.phases import (
     CLASSES,
     COMM,
     Timeline,
-    class_segments,
     exposed_of_segments,
-    rows_by_key,
+    timeline_class_segments,
     uncovered_of_segments,
     value_codes,
 )
@@ -71,8 +70,7 @@ def _time_by_key(tl: Timeline, names: np.ndarray, phase_code: npt.NDArray[np.int
     time and exposed communication."""
     keys, inv = group_rows(tl.lane, phase_code, layer)
     n = len(keys)
-    inv, start, end, cls = rows_by_key(tl, inv, n)
-    per_layer = class_segments(inv, start, end, cls, n)
+    per_layer = timeline_class_segments(tl, inv, n)
     comm = per_layer[COMM]
     exposed = uncovered_of_segments(tl, comm, keys[:, 0])
     # over all layers: the union of each (lane, phase) from its layers' segments, fewer than
@@ -123,7 +121,15 @@ def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> p
     sums = [*_SUMS, _BOUNDED]
     keys = [schema.RANK, schema.PHASE, schema.LAYER]
     by_layer = m.groupby(keys, as_index=False)[sums].sum(min_count=1)
-    by_rank = m.assign(**{schema.LAYER: -1}).groupby(keys, as_index=False)[sums].sum(min_count=1)
+    if all(pd.api.types.is_integer_dtype(m[c].dtype) for c in sums):
+        # over all layers: the sums of the layers' sums (integers: exact; missing only where
+        # every row is), a groupby of the few per-layer rows instead of all of them again
+        by_rank = by_layer.groupby([schema.RANK, schema.PHASE], as_index=False)[sums].sum(
+            min_count=1)
+        by_rank.insert(2, schema.LAYER, np.full(len(by_rank), -1, dtype=np.int64))
+    else:
+        by_rank = m.assign(**{schema.LAYER: -1}).groupby(keys, as_index=False)[sums].sum(
+            min_count=1)
     lay = per_layer[per_layer[schema.LAYER] >= 0].merge(
         by_layer[by_layer[schema.LAYER] >= 0], on=keys, how="outer")
     tot = all_layers.merge(by_rank, on=keys, how="outer")

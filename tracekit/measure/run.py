@@ -80,10 +80,10 @@ def _bounds(df: pd.DataFrame, n: np.ndarray, size: np.ndarray,
     return link, bound, alpha_row
 
 
-def _a2a_overrides(df: pd.DataFrame, summary: pa.Table, sizes: pd.Series,
+def _a2a_overrides(df: pd.DataFrame, is_a2a: np.ndarray, summary: pa.Table, sizes: pd.Series,
                    link: np.ndarray, bound: np.ndarray, size: np.ndarray) -> None:
-    """Instances with a traffic matrix take its S, bound and bottleneck link class."""
-    is_a2a = df[schema.OP].isin(A2A_OPS).to_numpy()
+    """Instances with a traffic matrix take its S, bound and bottleneck link class
+    (``is_a2a``: the rows whose op is an all-to-all, A2A_OPS)."""
     inst = df[schema.INSTANCE]
     s = inst.map(sizes).to_numpy(dtype=np.float64)
     has = is_a2a & np.isfinite(s)
@@ -140,11 +140,14 @@ def size_and_bound(df: pd.DataFrame, run: model.Run, profile: HardwareProfile | 
                           df[schema.OUT_BYTES].astype("float64"), n)
     size = pd.Series(size).groupby(df[schema.INSTANCE].to_numpy()).transform("max").to_numpy(
         dtype=np.float64, copy=True)
-    matrix = a2a.matrices(df, nodes, profile)
+    is_a2a = np.isin(coded.codes, [k for k, op in enumerate(coded.names) if op in A2A_OPS])
+    matrix = a2a.matrices(df, nodes, profile, is_a2a)
+    # (an empty matrix has no summary: the peers per instance only where one is made)
     summary = a2a.summary(matrix, df, profile, df.drop_duplicates(schema.INSTANCE).set_index(
-        schema.INSTANCE)[PER_NODE] - 1)
+        schema.INSTANCE)[PER_NODE] - 1 if matrix.num_rows else pd.Series(dtype=np.int64))
     link, bound, alpha = _bounds(df, n, size, profile, coded)
-    _a2a_overrides(df, summary, a2a.instance_bytes(matrix), link, bound, size)
+    if is_a2a.any():
+        _a2a_overrides(df, is_a2a, summary, a2a.instance_bytes(matrix), link, bound, size)
     if profile is not None and profile.inter != profile.intra:  # inter-node-bound: its alpha
         alpha = np.where(link == profile.inter, profile.inter_link.alpha_us * 1e3, alpha)
     # a bound needs the communicator's real size (more than one member) and known bytes
@@ -162,7 +165,7 @@ def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.D
                                    sized.profile is not None)
     tolerance = sized.profile.tolerance if sized.profile is not None else np.inf
     exceeded = np.isfinite(efficiency) & (efficiency > 1.0 + tolerance)
-    status[exceeded] = BoundStatus.EXCEEDED
+    status[exceeded] = BoundStatus.ALL.index(BoundStatus.EXCEEDED)
     bound = np.where(exceeded, np.nan, sized.bound)
     measured = df[[schema.RANK, schema.EVENT_ID, schema.INSTANCE, schema.NAME, schema.OP,
                    schema.GROUP, schema.PATH, schema.PHASE, schema.LAYER, schema.KERNEL_CLASS,
@@ -170,21 +173,30 @@ def measured_frame(df: pd.DataFrame, sized: _Sized, exposed: np.ndarray) -> pd.D
                    schema.NOTIFY_NS, schema.SKEW_NS, schema.TIME_SOURCE, evidence.N_SOURCE]]
     latency = pd.Series(sized.alpha >= sized.bound - sized.alpha, dtype="boolean",
                         index=df.index)
+    # the float columns with infinities as NaN (on the arrays, not the frame's columns)
     measured = measured.assign(**{
-        schema.LINK_CLASS: sized.link, schema.MSG_BYTES: sized.size, schema.N_RANKS: sized.n,
-        schema.BOUND_NS: bound, schema.EFFICIENCY: np.where(exceeded, np.nan, efficiency),
-        schema.ALGBW_GBPS: algbw,
-        schema.BUSBW_GBPS: algbw * bus_factor_v(sized.ops, sized.n),
+        schema.LINK_CLASS: sized.link, schema.MSG_BYTES: _finite(sized.size),
+        schema.N_RANKS: _finite(sized.n), schema.BOUND_NS: _finite(bound),
+        schema.EFFICIENCY: _finite(np.where(exceeded, np.nan, efficiency)),
+        schema.ALGBW_GBPS: _finite(algbw),
+        schema.BUSBW_GBPS: _finite(algbw * bus_factor_v(sized.ops, sized.n)),
         schema.EXPOSED_NS: pd.array(np.asarray(exposed), dtype="Int64")
         if np.issubdtype(np.asarray(exposed).dtype, np.integer) else exposed,
         schema.LATENCY_BOUND: latency.where(np.isfinite(bound), pd.NA),
-        schema.BOUND_STATUS: status, evidence.RAW_BOUND: sized.bound,
-        evidence.RAW_EFF: efficiency,
+        schema.BOUND_STATUS: tables.text_series(status, BoundStatus.ALL, df.index),
+        evidence.RAW_BOUND: _finite(sized.bound),
+        evidence.RAW_EFF: _finite(efficiency),
     })
-    float_cols = [schema.MSG_BYTES, schema.N_RANKS, schema.BOUND_NS, schema.EFFICIENCY,
-                  schema.ALGBW_GBPS, schema.BUSBW_GBPS, evidence.RAW_BOUND, evidence.RAW_EFF]
-    measured[float_cols] = measured[float_cols].replace([np.inf, -np.inf], np.nan)
     return measured
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    """A float array with its infinities as NaN (a new array only where it has some); other
+    dtypes as they are."""
+    values = np.asarray(values)
+    if values.dtype.kind != "f" or not np.isinf(values).any():
+        return values
+    return np.where(np.isinf(values), np.nan, values)
 
 
 def bound_findings(measured: pd.DataFrame, sized: _Sized) -> pa.Table:
@@ -300,7 +312,8 @@ def cross_rank(comm: pa.Table, run: model.Run, options: model.AnalyzeOptions, *,
     cover = coverage.coverage_table(run, df, measured)
     first = ~measured[schema.INSTANCE].duplicated().to_numpy()  # an instance's first row
     bus_bytes = sized.size * bus_factor_v(sized.ops, sized.n)
-    fits = fit.fit_table(measured[first].assign(**{fit.BUS_BYTES: bus_bytes[first]}), profile)
+    fits = fit.fit_table(measured[list(fit.COLUMNS)][first].assign(
+        **{fit.BUS_BYTES: bus_bytes[first]}), profile)  # the columns it reads, then the rows
     strag = crossrank.stragglers(df)
     findings = _concat(crossrank.straggler_findings(strag, df), bound_findings(measured, sized),
                        coverage.findings(cover))

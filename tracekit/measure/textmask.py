@@ -22,15 +22,20 @@ def text_mask(column: pa.ChunkedArray | pa.Array, keep: Sequence[str] | None = N
         return np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), dtype=bool)
 
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    parts = []
+    out = np.empty(sum(len(chunk) for chunk in chunks), dtype=bool)
+    at = 0
     for chunk in chunks:
+        part = out[at:at + len(chunk)]
+        at += len(chunk)
         if not pa.types.is_dictionary(chunk.type):
-            parts.append(test(chunk))
+            part[:] = test(chunk)
             continue
         by_entry = np.append(test(chunk.dictionary), False)  # the last: a null row's
-        idx = np.asarray(pc.fill_null(chunk.indices, -1).to_numpy(), dtype=np.int64)
-        parts.append(by_entry[idx])
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+        indices = chunk.indices
+        if indices.null_count:
+            indices = pc.fill_null(indices, len(chunk.dictionary))
+        np.take(by_entry, indices.to_numpy(), out=part, mode="clip")  # into the output
+    return out
 
 
 __all__ = ["text_mask"]

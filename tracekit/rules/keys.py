@@ -162,6 +162,11 @@ def _by_value(values: Any) -> tuple[np.ndarray, np.ndarray]:
     strings, every row's bytes anew; one missing value sends it to the table that hashes the
     Python objects (their hash cached, equal references equal at once), so where the text is
     long (call sites, reasons) one is appended."""
+    if isinstance(values, pd.Series | pd.Index) and isinstance(values.dtype, pd.StringDtype):
+        # pandas' Arrow-backed str: hashed by pandas (in Arrow) as it is, not turned
+        # into an object array of one Python string per row first
+        codes, uniques = pd.factorize(values)
+        return codes, np.asarray(uniques)
     array = values.to_numpy() if isinstance(values, pd.Series | pd.Index) else values
     if not isinstance(array, np.ndarray) or array.dtype != object or not _long_text(array):
         codes, uniques = pd.factorize(values)

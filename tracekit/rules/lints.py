@@ -289,7 +289,14 @@ def _pairs(k_of: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """``np.unique(np.stack([k_of, ranks], axis=1), axis=0)`` (k >= 0) as one integer key."""
     low = int(ranks.min())
     width = int(ranks.max()) - low + 1
-    key = np.unique(k_of * width + (ranks - low))
+    key = k_of * width + (ranks - low)
+    span = int(key.max()) + 1
+    if span <= 4 * key.size + 1024:  # a dense range: the present keys in order, no sort
+        present = np.zeros(span, dtype=bool)
+        present[key] = True
+        key = np.flatnonzero(present).astype(np.int64, copy=False)
+    else:
+        key = np.unique(key)
     return np.stack([key // width, key % width + low], axis=1)
 
 
@@ -303,7 +310,7 @@ def _communicators(units: pd.DataFrame,
     rest = np.flatnonzero(own < 0)
     topo_lists: list[tuple[int, ...] | None] = []
     if topo is not None and len(rest):
-        pairs = units.iloc[rest][[S.RANK, S.GROUP]]
+        pairs = units[[S.RANK, S.GROUP]].iloc[rest]  # the two columns, then the rows
         pair_codes = row_codes(pairs[S.RANK], pairs[S.GROUP])
         reps = pairs.iloc[firsts.first_rows(pair_codes)]
         for rank, group in zip(reps[S.RANK].tolist(), reps[S.GROUP].tolist(), strict=True):
