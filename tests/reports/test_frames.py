@@ -151,3 +151,73 @@ def test_shared_computes_the_sums_once_and_hands_out_copies(analysis, monkeypatc
     assert second.equals(want) and third.equals(want)
     frames.phase_totals(analysis)
     assert len(calls) == 3
+
+
+def _counts_by_pandas(analysis: Analysis) -> dict[str, int]:
+    """attribution_counts as the decoded statuses' value counts give it."""
+    counts = dict.fromkeys(s.Status.ALL, 0)
+    for status, n in frames._instance_statuses(analysis).fillna(
+            s.Status.UNATTRIBUTED).value_counts().items():
+        counts[str(status)] = int(n)
+    return counts
+
+
+def _with_status(analysis: Analysis, status: list[str | None], dictionary: bool) -> Analysis:
+    import pyarrow as pa
+
+    a = analysis.attributed
+    column = pa.array(status, pa.string())
+    column = column.dictionary_encode() if dictionary else column
+    table = a.set_column(a.schema.get_field_index(s.STATUS), s.STATUS, column)
+    return Analysis(run=analysis.run, attributed=table, measured=analysis.measured)
+
+
+@pytest.mark.parametrize("statuses, dictionary", [
+    (None, True),  # the run's own statuses
+    ([s.Status.AMBIGUOUS, None, s.Status.ATTRIBUTED], True),  # nulls read as unattributed
+    ([s.Status.AMBIGUOUS, None, s.Status.ATTRIBUTED], False),  # plain strings
+    (["odd", s.Status.ATTRIBUTED, None], True),  # a status of no known kind
+])
+def test_attribution_counts_equal_the_decoded_statuses_counts(analysis, statuses, dictionary):
+    # GIVEN ATTRIBUTED with statuses of each kind, cycled over its rows
+    a = analysis if statuses is None else _with_status(
+        analysis, [statuses[i % len(statuses)] for i in range(analysis.attributed.num_rows)],
+        dictionary)
+    # WHEN counted THEN as the decoded statuses' value counts, keys in the same order
+    got = frames.attribution_counts(a)
+    assert list(got.items()) == list(_counts_by_pandas(a).items())
+    assert sum(got.values()) == sum(_counts_by_pandas(analysis).values())
+
+
+def test_events_overview_equals_pandas_groupby_with_or_without_nulls(events_only):
+    import pyarrow as pa
+
+    from tracekit.reports import digest
+
+    assert not any(k.startswith(digest.PREFIX) for k in events_only.run.extra)  # computed
+    events = events_only.run.events
+    dur = events.column(s.DUR_NS).to_pylist()
+    holed = events.set_column(events.schema.get_field_index(s.DUR_NS), s.DUR_NS,
+                              pa.array([None if i % 7 == 0 else v for i, v in enumerate(dur)],
+                                       events.schema.field(s.DUR_NS).type))
+    for table in (events, holed):
+        # GIVEN EVENTS (with durations missing in the second) WHEN overviewed
+        got = frames.events_overview(Analysis(run=dataclass_replace(events_only.run, table)))
+        # THEN as pandas' group by rank of the decoded rows gives it
+        e = table.select([s.RANK, s.TS_NS, s.DUR_NS]).to_pandas()
+        e["end"] = e[s.TS_NS] + e[s.DUR_NS]
+        e["k"] = (table.column(s.KIND).cast(pa.string()).to_numpy(zero_copy_only=False)
+                  == s.Kind.KERNEL).astype(int)
+        g = e.groupby(s.RANK, sort=True)
+        assert list(got[s.RANK]) == list(g.size().index)
+        assert list(got[s.COUNT]) == list(g.size())
+        assert list(got[frames.KERNELS]) == list(g["k"].sum())
+        assert list(got[frames.SPAN_NS]) == list(g["end"].max() - g[s.TS_NS].min())
+        assert got[frames.SPAN_NS].dtype == (g["end"].max() - g[s.TS_NS].min()).dtype
+
+
+def dataclass_replace(run, events):
+    """``run`` with other EVENTS."""
+    import dataclasses
+
+    return dataclasses.replace(run, events=events)

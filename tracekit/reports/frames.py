@@ -394,21 +394,57 @@ def _times_in(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
     return np.searchsorted(ordered, keys, side="right") - first
 
 
+def _instance_times(analysis: Analysis) -> np.ndarray | None:
+    """Per row of ATTRIBUTED, how many times ``_instance_statuses`` counts it (None when the
+    rows cannot be keyed: then only the join gives them)."""
+    a = analysis.attributed
+    inst = is_true(a, s.IS_INSTANCE)
+    if not has_rows(analysis.measured):
+        return inst.astype(np.int64)
+    left, right = _row_keys(a), _row_keys(analysis.measured)
+    if left is None or right is None:
+        return None
+    times = np.zeros(len(left), dtype=np.int64)
+    times[inst] = _times_in(left[inst], right)
+    return times
+
+
 def _instance_statuses(analysis: Analysis) -> pd.Series:
     """STATUS of each collective instance of ATTRIBUTED; with MEASURED, of those MEASURED
     holds, once per MEASURED row (as an inner join on rank and event id gives them)."""
     a = analysis.attributed
-    inst = is_true(a, s.IS_INSTANCE)
-    if not has_rows(analysis.measured):
-        return to_frame_where(a, inst, [s.STATUS])[s.STATUS]
-    left, right = _row_keys(a), _row_keys(analysis.measured)
-    if left is None or right is None:
+    times = _instance_times(analysis)
+    if times is None:
+        inst = is_true(a, s.IS_INSTANCE)
         m = to_frame(analysis.measured, [s.RANK, s.EVENT_ID])
         rows = to_frame_where(a, inst, [s.RANK, s.EVENT_ID, s.STATUS])
         return rows.merge(m, on=[s.RANK, s.EVENT_ID], how="inner")[s.STATUS]
-    times = np.zeros(len(left), dtype=np.int64)
-    times[inst] = _times_in(left[inst], right)
     return to_frame_where(a, times > 0, [s.STATUS])[s.STATUS].repeat(times[times > 0])
+
+
+def _status_counts(table: pa.Table, times: np.ndarray) -> dict[str, int] | None:
+    """Per STATUS value (null read as unattributed), the sum of ``times`` over its rows, in
+    dictionary code space (a bincount per chunk, no string per row); None when STATUS is not
+    a dictionary column or holds a value outside s.Status.ALL with a count."""
+    if s.STATUS not in table.column_names:
+        return None
+    out = dict.fromkeys(s.Status.ALL, 0)
+    start = 0
+    for chunk in table.column(s.STATUS).chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            return None
+        weights = times[start:start + len(chunk)]
+        start += len(chunk)
+        values = [*chunk.dictionary.to_pylist(), s.Status.UNATTRIBUTED]  # the last: null
+        idx = chunk.indices.fill_null(len(values) - 1).to_numpy()
+        sums = np.bincount(idx, weights=weights, minlength=len(values))
+        for value, n in zip(values, sums.tolist(), strict=True):
+            if not n:
+                continue
+            if value not in out:
+                return None
+            out[value] += int(n)
+    return out
 
 
 @_once("attributed", "measured")
@@ -421,6 +457,10 @@ def attribution_counts(analysis: Analysis) -> dict[str, int]:
     counts = {status: 0 for status in s.Status.ALL}
     if not has_rows(analysis.attributed):
         return counts
+    times = _instance_times(analysis)
+    fast = None if times is None else _status_counts(analysis.attributed, times)
+    if fast is not None:
+        return fast
     statuses = _instance_statuses(analysis)
     for status, n in statuses.fillna(s.Status.UNATTRIBUTED).value_counts().items():
         counts[str(status)] = int(n)
@@ -529,6 +569,9 @@ def events_overview(analysis: Analysis) -> pd.DataFrame:
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)
+    fast = _overview_sums(events)
+    if fast is not None:
+        return fast
     e = to_frame(events, [s.RANK, s.TS_NS, s.DUR_NS])  # numbers only: no string decoded
     e[END_NS] = e[s.TS_NS] + e[s.DUR_NS]
     e[KERNELS] = (codes(events, s.KIND, (s.Kind.KERNEL,)) == 0).astype(int)
@@ -539,6 +582,32 @@ def events_overview(analysis: Analysis) -> pd.DataFrame:
         SPAN_NS: g[END_NS].max() - g[s.TS_NS].min(),
     })
     return out.reset_index()[cols]
+
+
+def _overview_sums(events: pa.Table) -> pd.DataFrame | None:
+    """``events_overview`` grouped in Arrow (no pandas frame of every row), when rank, start
+    and duration are integers without a null (then pandas' frame would hold the same int
+    dtypes); else None."""
+    import pyarrow.compute as pc
+
+    cols = (s.RANK, s.TS_NS, s.DUR_NS)
+    if not all(pa.types.is_integer(events.schema.field(c).type)
+               and not events.column(c).null_count for c in cols):
+        return None
+    kernel = codes(events, s.KIND, (s.Kind.KERNEL,)) == 0
+    t = pa.table({s.RANK: events.column(s.RANK), s.TS_NS: events.column(s.TS_NS),
+                  END_NS: pc.add(events.column(s.TS_NS), events.column(s.DUR_NS)),
+                  KERNELS: pa.array(kernel.view(np.int8))})
+    g = t.group_by([s.RANK]).aggregate([(s.TS_NS, "count"), (KERNELS, "sum"),
+                                        (END_NS, "max"), (s.TS_NS, "min")])
+    g = g.sort_by([(s.RANK, "ascending")])
+    start = g.column(f"{s.TS_NS}_min").to_numpy()
+    return pd.DataFrame({
+        s.RANK: g.column(s.RANK).to_numpy(),
+        s.COUNT: g.column(f"{s.TS_NS}_count").to_numpy().astype(np.int64),
+        KERNELS: g.column(f"{KERNELS}_sum").to_numpy().astype(np.int64),
+        SPAN_NS: g.column(f"{END_NS}_max").to_numpy() - start,
+    })
 
 
 # --- coverage: what the figures rest on (tracekit.measure.coverage) ---
