@@ -536,8 +536,10 @@ def _comm_sums(events: pa.Table, keep: np.ndarray) -> pd.DataFrame | None:
     import pyarrow.compute as pc
 
     ops, pgs = _values(events, s.OP), sorted({"", *_values(events, s.PG_DESC)})
-    group = (codes(events, s.OP, ops)[keep] * len(pgs)
-             + codes(events, s.PG_DESC, pgs, null=pgs.index(""))[keep])
+    # the kept rows first (a few of EVENTS): codes and values of those only
+    rows = events.select([s.OP, s.PG_DESC, s.IN_BYTES, s.DUR_NS]).filter(pa.array(keep))
+    group = (codes(rows, s.OP, ops) * len(pgs)
+             + codes(rows, s.PG_DESC, pgs, null=pgs.index("")))
     size = len(ops) * len(pgs)
     count = np.bincount(group, minlength=size)
     present = np.flatnonzero(count)
@@ -546,13 +548,13 @@ def _comm_sums(events: pa.Table, keep: np.ndarray) -> pd.DataFrame | None:
         s.PG_DESC: pa.array([pgs[i] for i in present % len(pgs)], pa.string()).to_pandas(),
         s.COUNT: count[present].astype(np.int64)})
     for c in (s.IN_BYTES, s.DUR_NS):
-        column = events.column(c)
-        values = pc.fill_null(column, 0).to_numpy().astype(np.float64)[keep]
+        column = rows.column(c)
+        values = pc.fill_null(column, 0).to_numpy().astype(np.float64)
         if np.abs(values).sum() >= _EXACT:
             return None
         sums = np.bincount(group, weights=values, minlength=size)[present]
-        if column.null_count:
-            valid = is_valid(events, c)[keep].astype(np.float64)
+        if events.column(c).null_count:  # a null anywhere in EVENTS: pandas' float sums
+            valid = is_valid(rows, c).astype(np.float64)
             seen = np.bincount(group, weights=valid, minlength=size)[present] > 0
             out[c] = np.where(seen, sums, np.nan)
         else:

@@ -72,13 +72,42 @@ def _kernels(analysis: Analysis) -> _Kernels:
         return _Kernels(empty.astype(np.int64), empty, empty, empty.astype(np.int64))
     keep = frames.codes(table, s.KIND, (s.Kind.KERNEL,)) == 0
     keep &= pc.is_valid(table.column(s.DUR_NS)).to_numpy(zero_copy_only=False)
-    sub = table.select([s.RANK, s.TS_NS, s.DUR_NS]).filter(pa.array(keep))
+    has_class = s.KERNEL_CLASS in table.column_names
+    sub = table.select([s.RANK, s.TS_NS, s.DUR_NS, *([s.KERNEL_CLASS] if has_class else [])]
+                       ).filter(pa.array(keep))  # the kernels first: codes of those only
     t0 = pf.trace_start_ns(analysis)
     start = (sub.column(s.TS_NS).to_numpy().astype(np.int64) - t0).astype(np.float64)
     other = s.KernelClass.ALL.index(s.KernelClass.OTHER)
     return _Kernels(sub.column(s.RANK).to_numpy().astype(np.int64), start,
                     start + sub.column(s.DUR_NS).to_numpy().astype(np.float64),
-                    frames.codes(table, s.KERNEL_CLASS, s.KernelClass.ALL, null=other)[keep])
+                    frames.codes(sub, s.KERNEL_CLASS, s.KernelClass.ALL, null=other))
+
+
+def _edge_index(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(edges, values, side="right")`` for the evenly spaced ``edges`` of
+    ``np.linspace(0, end, n)`` and finite ``values``: each value's bin by division, then moved
+    by one where float rounding put it on the wrong side of an edge (a binary search per
+    value was most of the occupancy's time)."""
+    n = len(edges)
+    if n < 2 or not edges[-1] > 0:
+        return np.searchsorted(edges, values, side="right")
+    bounded = np.concatenate([[-np.inf], edges, [np.inf]])  # bounded[i + 1] is edges[i]
+    guess = np.floor(values * ((n - 1) / edges[-1])).astype(np.int64) + 1
+    np.clip(guess, 0, n, out=guess)
+    guess += bounded[guess + 1] <= values  # the next edge is at or below the value: counted
+    guess -= bounded[guess] > values  # the last edge counted is above it: not counted
+    return guess
+
+
+def _dense_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of small non-negative integers (ranks) by
+    marking those present, no sort; other values through ``np.unique``."""
+    if not len(values) or values.min() < 0 or values.max() >= 4 * len(values):
+        return np.unique(values, return_inverse=True)
+    seen = np.zeros(int(values.max()) + 1, dtype=bool)
+    seen[values] = True
+    number = np.cumsum(seen) - 1
+    return np.flatnonzero(seen).astype(values.dtype), number[values]
 
 
 def _busy_before(group: np.ndarray, n_groups: int, values: np.ndarray,
@@ -89,7 +118,7 @@ def _busy_before(group: np.ndarray, n_groups: int, values: np.ndarray,
     Each value is counted at the first edge above it (a bincount per group), the counts
     and sums then accumulated along the edges: no sort, one pass over the values."""
     n = len(edges)
-    flat = group * (n + 1) + np.searchsorted(edges, values, side="right")
+    flat = group * (n + 1) + _edge_index(edges, values)
     size = n_groups * (n + 1)
     count = np.bincount(flat, minlength=size).reshape(n_groups, n + 1)[:, :n]
     total = np.bincount(flat, weights=values, minlength=size).reshape(n_groups, n + 1)[:, :n]
@@ -116,7 +145,7 @@ def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
     edges = np.linspace(0.0, float(k.end.max()) or 1.0, bins + 1)
     width = edges[1] - edges[0]
     classes = np.array(s.KernelClass.ALL, dtype=object)
-    rank_values, rank_index = np.unique(k.rank, return_inverse=True)
+    rank_values, rank_index = _dense_unique(k.rank)
     known = k.cls >= 0  # a class outside s.KernelClass.ALL is counted but not drawn
     group = (rank_index * len(classes) + k.cls)[known]
     n_groups = len(rank_values) * len(classes)
