@@ -221,3 +221,17 @@ def dataclass_replace(run, events):
     import dataclasses
 
     return dataclasses.replace(run, events=events)
+
+
+@pytest.mark.parametrize("keys, among", [
+    ([1, 4, 9, 12], [9, 1, 9, 5, 12, 12, 12, 0, 13]),  # increasing keys: the lookup reversed
+    ([9, 1, 4, 1], [1, 1, 4, 7]),  # keys in any order, repeated
+    ([3], [3, 3, 2]),
+    ([2, 5], []),
+])
+def test_times_in_counts_each_key_in_among(keys, among):
+    import numpy as np
+
+    got = frames._times_in(np.array(keys, np.int64), np.array(among, np.int64))
+    assert got.dtype == np.int64
+    assert got.tolist() == [among.count(k) for k in keys]

@@ -385,6 +385,13 @@ def _row_keys(table: pa.Table | None) -> np.ndarray | None:
 
 def _times_in(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
     """How many times each of ``keys`` occurs in ``among``."""
+    if len(keys) > 1 and (keys[1:] > keys[:-1]).all():
+        # keys in strictly increasing order (ATTRIBUTED's rows by rank and event id): the
+        # sorted ``among`` looked up among them (fewer lookups than the other way round, and
+        # in order), each found one counted at its key
+        ordered = np.sort(among)
+        at = np.minimum(np.searchsorted(keys, ordered), len(keys) - 1)
+        return np.bincount(at[keys[at] == ordered], minlength=len(keys)).astype(np.int64)
     ordered = np.sort(among)
     if not len(ordered):
         return np.zeros(len(keys), dtype=np.int64)
