@@ -235,3 +235,43 @@ def test_times_in_counts_each_key_in_among(keys, among):
     got = frames._times_in(np.array(keys, np.int64), np.array(among, np.int64))
     assert got.dtype == np.int64
     assert got.tolist() == [among.count(k) for k in keys]
+
+
+def test_the_reports_shared_lines_are_computed_once_inside_shared(analysis, monkeypatch):
+    # GIVEN the readers behind the coverage lines, the efficiency note and the run totals
+    # counted
+    calls: list[str] = []
+    real_frame, real_totals, real_rows = frames.to_frame, frames.run_totals, frames.coverage_rows
+
+    def counting_frame(table, columns=()):
+        calls.append("status" if list(columns) == [s.BOUND_STATUS] else "other")
+        return real_frame(table, columns)
+
+    def counting_totals(phases):
+        calls.append("totals")
+        return real_totals(phases)
+
+    def counting_rows(a):
+        calls.append("coverage")
+        return real_rows(a)
+
+    monkeypatch.setattr(frames, "to_frame", counting_frame)
+    monkeypatch.setattr(frames, "run_totals", counting_totals)
+    monkeypatch.setattr(frames, "coverage_rows", counting_rows)
+    want = (frames.coverage_run(analysis), frames.communicators(analysis),
+            frames.why_no_efficiency(analysis), frames.phase_run_totals(analysis))
+    assert calls.count("coverage") == 2 and calls.count("status") == 1  # outside: each call
+    # WHEN each is read three times inside shared() (one copy changed)
+    calls.clear()
+    with frames.shared():
+        got = [(frames.coverage_run(analysis), frames.communicators(analysis),
+                frames.why_no_efficiency(analysis), frames.phase_run_totals(analysis))
+               for _ in range(3)]
+        got[0][3][s.COMM_NS] = -1.0
+    # THEN the coverage rows, the bound statuses and the totals were read once each for
+    # the run line and the communicators, the same figures every time
+    assert calls.count("coverage") == 2 and calls.count("status") == 1
+    assert calls.count("totals") == 1
+    for run, comms, why, totals in got[1:]:
+        assert run == want[0] and comms.equals(want[1]) and why == want[2]
+        assert totals == want[3]

@@ -335,6 +335,13 @@ def run_totals(phases: pd.DataFrame) -> dict[str, float | None]:
     return out
 
 
+@_once("phases_table", "measured")
+def phase_run_totals(analysis: Analysis) -> dict[str, float | None]:
+    """``run_totals`` of ``phase_totals``: the summary cards, the headline and the JSON
+    report's totals read it (once inside ``shared()``; each caller gets a copy)."""
+    return run_totals(phase_totals(analysis))
+
+
 @_once("measured", "attributed")
 def path_totals(analysis: Analysis) -> pd.DataFrame:
     """One row per (phase, path, group, op) of MEASURED with PATH_SUMS and the efficiency.
@@ -644,6 +651,7 @@ def coverage_rows(analysis: Analysis) -> pd.DataFrame:
     return df
 
 
+@_once(COVERAGE_TABLE)
 def coverage_run(analysis: Analysis) -> dict[str, object] | None:
     """The run row of COVERAGE, or None."""
     df = coverage_rows(analysis)
@@ -651,12 +659,14 @@ def coverage_run(analysis: Analysis) -> dict[str, object] | None:
     return None if run.empty else run.iloc[0].to_dict()
 
 
+@_once(COVERAGE_TABLE)
 def communicators(analysis: Analysis) -> pd.DataFrame:
     """The communicator rows of COVERAGE."""
     df = coverage_rows(analysis)
     return df[df[s.SCOPE] == s.Scope.COMMUNICATOR].reset_index(drop=True)
 
 
+@_once("measured")
 def why_no_efficiency(analysis: Analysis) -> str:
     """The most frequent reason a collective has no efficiency, in words ('' when none)."""
     if not has_rows(analysis.measured) or s.BOUND_STATUS not in analysis.measured.column_names:

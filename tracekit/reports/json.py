@@ -124,7 +124,7 @@ def _coverage_section(analysis: Analysis) -> dict[str, Any]:
 def build(analysis: Analysis) -> dict[str, Any]:
     """The report as plain data (see docs/json-report.md for every key)."""
     phases = frames.phase_totals(analysis)
-    totals = frames.run_totals(phases)
+    totals = frames.phase_run_totals(analysis)
     totals[s.N_RANKS] = len(frames.ranks(analysis))
     cov = frames.coverage_run(analysis)
     if cov is not None:  # the efficiency over the collectives that have one, and over how many
