@@ -224,7 +224,13 @@ def waterfall(analysis: Analysis) -> pd.DataFrame:
 
 
 def _paths_by_layer_phase(analysis: Analysis) -> dict[str, str]:
-    m = frames.to_frame(analysis.measured, [s.LAYER, s.PHASE, s.PATH])
+    cols = [s.LAYER, s.PHASE, s.PATH]
+    measured = analysis.measured
+    if frames.has_rows(measured) and set(cols) <= set(measured.column_names):
+        # the distinct (layer, phase, path) triples grouped in Arrow (dictionary codes): a
+        # few hundred rows to decode, not one per collective
+        measured = measured.select(cols).group_by(cols).aggregate([])
+    m = frames.to_frame(measured, cols)
     m = m[m[s.LAYER].notna() & m[s.PATH].notna()].drop_duplicates()
     if not len(m):
         return {}
@@ -265,6 +271,9 @@ def efficiency_groups(analysis: Analysis) -> pd.DataFrame:
 def bound_coverage(analysis: Analysis) -> pd.DataFrame:
     """Per (path, group, op): collective rows, and how many have a size, a bound, an efficiency."""
     cols = [s.PATH, s.GROUP, s.OP, s.MSG_BYTES, s.BOUND_NS, s.EFFICIENCY]
+    fast = _coverage_counts(analysis.measured, cols)
+    if fast is not None:
+        return fast
     df = frames.to_frame(analysis.measured, cols)
     keys = [s.PATH, s.GROUP, s.OP]
     df = df.assign(**{k: df[k].fillna("-").astype(str) for k in keys})
@@ -273,3 +282,41 @@ def bound_coverage(analysis: Analysis) -> pd.DataFrame:
         WITH_BOUND: df[s.BOUND_NS].notna().astype(int),
         WITH_EFF: df[s.EFFICIENCY].notna().astype(int)})
     return pd.concat([df[keys], flags], axis=1).groupby(keys, sort=True).sum().reset_index()
+
+
+def _present(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Per row, whether pandas would call the value present (notna): not null, not NaN."""
+    import pyarrow.compute as pc
+
+    valid = pc.is_valid(column)
+    if not pa.types.is_floating(column.type):
+        return valid
+    return pc.and_kleene(valid, pc.invert(pc.is_nan(column)))  # a null row: not present
+
+
+def _coverage_counts(measured: pa.Table | None, cols: list[str]) -> pd.DataFrame | None:
+    """``bound_coverage`` grouped in Arrow when MEASURED has rows and text keys (no pandas
+    frame of every collective), else None."""
+    import pyarrow.compute as pc
+
+    if not frames.has_rows(measured) or not set(cols) <= set(measured.column_names):
+        return None
+    assert measured is not None
+    keys, (size, bound, eff) = cols[:3], cols[3:]
+    text = {}
+    for k in keys:
+        col = measured.column(k)
+        col = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+        if not pa.types.is_string(col.type):
+            return None
+        text[k] = pc.fill_null(col, "-")
+    with_size = pc.fill_null(pc.greater(measured.column(size).cast(pa.float64()), 0.0), False)
+    t = pa.table({**text, WITH_SIZE: with_size.cast(pa.int64()),
+                  WITH_BOUND: _present(measured.column(bound)).cast(pa.int64()),
+                  WITH_EFF: _present(measured.column(eff)).cast(pa.int64())})
+    g = t.group_by(keys).aggregate([(WITH_SIZE, "count"), (WITH_SIZE, "sum"),
+                                    (WITH_BOUND, "sum"), (WITH_EFF, "sum")])
+    g = g.sort_by([(k, "ascending") for k in keys])
+    out = pa.table({**{k: g.column(k) for k in keys}, s.COUNT: g.column(f"{WITH_SIZE}_count"),
+                    **{c: g.column(f"{c}_sum") for c in (WITH_SIZE, WITH_BOUND, WITH_EFF)}})
+    return out.to_pandas()
