@@ -275,3 +275,31 @@ def test_the_reports_shared_lines_are_computed_once_inside_shared(analysis, monk
     for run, comms, why, totals in got[1:]:
         assert run == want[0] and comms.equals(want[1]) and why == want[2]
         assert totals == want[3]
+
+
+def test_path_totals_in_arrow_equal_the_pandas_grouping(analysis):
+    import pyarrow as pa
+
+    # GIVEN MEASURED with a missing path, op and wait here and there, a bound on few rows
+    m = analysis.measured
+
+    def holed(table, column, every):
+        col = table.column(column)
+        plain = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+        values = [None if i % every == 0 else v for i, v in enumerate(plain.to_pylist())]
+        return table.set_column(table.schema.get_field_index(column), column,
+                                pa.array(values, plain.type))
+
+    for column, every in ((s.PATH, 7), (s.OP, 5), (s.WAIT_NS, 3), (s.BOUND_NS, 2)):
+        m = holed(m, column, every)
+    # WHEN summed in Arrow, and by pandas (a key column as large strings takes that way)
+    fast = frames.path_totals(Analysis(run=analysis.run, measured=m))
+    group = m.column(s.GROUP)
+    plain = group.cast(group.type.value_type) if pa.types.is_dictionary(group.type) else group
+    slow_m = m.set_column(m.schema.get_field_index(s.GROUP), s.GROUP,
+                          plain.cast(pa.large_string()))
+    assert frames._path_sums(slow_m) is None
+    slow = frames.path_totals(Analysis(run=analysis.run, measured=slow_m))
+    # THEN the same rows in the same order, dtypes too
+    assert len(fast) > 2 and "" in set(fast[s.PATH])
+    assert fast.equals(slow) and list(fast.dtypes) == list(slow.dtypes)

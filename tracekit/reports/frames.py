@@ -349,6 +349,9 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     Without MEASURED the instance rows of ATTRIBUTED give counts and durations only.
     """
     cols = [*PATH_KEYS, *PATH_SUMS, N_EFF, s.EFFICIENCY]
+    fast = _path_sums(analysis.measured) if has_rows(analysis.measured) else None
+    if fast is not None:
+        return _path_rows(fast, cols)
     if has_rows(analysis.measured):
         m = to_frame(analysis.measured, [*PATH_KEYS, *PATH_SUMS[1:]])
     elif has_rows(analysis.attributed):
@@ -367,10 +370,51 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     m[N_EFF] = both.astype("int64")
     sums = m.groupby(list(PATH_KEYS), sort=True)[[*PATH_SUMS, N_EFF, _BOUNDED_TRANSFER]].sum(
         min_count=1).reset_index()
+    return _path_rows(sums, cols)
+
+
+def _path_rows(sums: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """``path_totals`` from the sums per path key (in key order): efficiency, then order."""
     sums[s.EFFICIENCY] = _efficiency(sums.assign(**{s.TRANSFER_NS: sums[_BOUNDED_TRANSFER]}))
     sums[N_EFF] = sums[N_EFF].fillna(0).astype("int64")
     order = np.lexsort((sums[s.OP], sums[s.GROUP], sums[s.PATH], _phase_order(sums[s.PHASE])))
     return sums.iloc[order][cols].reset_index(drop=True)
+
+
+def _path_sums(measured: pa.Table) -> pd.DataFrame | None:
+    """``path_totals``' sums per (phase, path, group, op) of MEASURED grouped in Arrow, as
+    pandas' group by gives them (keys in order; a sum column with a null anywhere float, NaN
+    where a key has no value; integer columns summed exactly), when the keys are text and the
+    summed columns integers whose float sums stay exact; else None."""
+    import pyarrow.compute as pc
+
+    summed = list(PATH_SUMS[1:])
+    if not {*PATH_KEYS, *summed} <= set(measured.column_names) or not all(
+            pa.types.is_integer(measured.schema.field(c).type) for c in summed):
+        return None
+    keys = {}
+    for k in PATH_KEYS:
+        col = measured.column(k)
+        col = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+        if not pa.types.is_string(col.type):
+            return None
+        keys[k] = pc.fill_null(col, "")
+    transfer = measured.column(s.TRANSFER_NS)
+    both = pc.and_(pc.is_valid(measured.column(s.BOUND_NS)), pc.is_valid(transfer))
+    columns = {**keys, **{c: measured.column(c) for c in summed}, N_EFF: both.cast(pa.int64()),
+               _BOUNDED_TRANSFER: pc.if_else(both, transfer, None)}
+    floats = [c for c in summed if measured.column(c).null_count] + [_BOUNDED_TRANSFER]
+    if any((pc.sum(pc.abs(columns[c])).as_py() or 0) >= _EXACT for c in floats):
+        return None  # pandas' float sums could round where Arrow's integer sums do not
+    g = pa.table(columns).group_by(list(PATH_KEYS)).aggregate(
+        [(N_EFF, "count"), *((c, "sum") for c in [*summed, N_EFF, _BOUNDED_TRANSFER])])
+    g = g.sort_by([(k, "ascending") for k in PATH_KEYS])
+    out = {k: g.column(k) for k in PATH_KEYS}
+    out[s.COUNT] = g.column(f"{N_EFF}_count")
+    for c in [*summed, N_EFF, _BOUNDED_TRANSFER]:
+        total = g.column(f"{c}_sum")
+        out[c] = total.cast(pa.float64()) if c in floats else total
+    return pa.table(out).to_pandas()
 
 
 _RANK_BITS, _EVENT_BITS = 22, 40  # (rank, event_id) packed into one int64 key
