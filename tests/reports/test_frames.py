@@ -303,3 +303,29 @@ def test_path_totals_in_arrow_equal_the_pandas_grouping(analysis):
     # THEN the same rows in the same order, dtypes too
     assert len(fast) > 2 and "" in set(fast[s.PATH])
     assert fast.equals(slow) and list(fast.dtypes) == list(slow.dtypes)
+
+
+@pytest.mark.parametrize("bound_every", [2, 1])  # some bounds missing; none at all
+def test_phase_efficiency_in_arrow_equals_the_pandas_sums(analysis, bound_every):
+    import pyarrow as pa
+
+    # GIVEN MEASURED with bounds missing (on every row in the second case)
+    m = analysis.measured
+    bound = [None if i % bound_every == 0 else v
+             for i, v in enumerate(m.column(s.BOUND_NS).to_pylist())]
+    m = m.set_column(m.schema.get_field_index(s.BOUND_NS), s.BOUND_NS,
+                     pa.array(bound, m.schema.field(s.BOUND_NS).type))
+    fast = frames.phase_totals(Analysis(run=analysis.run, measured=m,
+                                        phases_table=analysis.phases_table))
+    # WHEN the phase totals' efficiency is summed in Arrow, and by pandas (the phase as
+    # large strings takes that way)
+    phase = m.column(s.PHASE)
+    plain = phase.cast(phase.type.value_type) if pa.types.is_dictionary(phase.type) else phase
+    slow_m = m.set_column(m.schema.get_field_index(s.PHASE), s.PHASE,
+                          plain.cast(pa.large_string()))
+    assert frames._bounded_sums(slow_m) is None and frames._bounded_sums(m) is not None
+    slow = frames.phase_totals(Analysis(run=analysis.run, measured=slow_m,
+                                        phases_table=analysis.phases_table))
+    # THEN the same totals and efficiencies
+    assert fast.equals(slow)
+    assert fast[s.EFFICIENCY].notna().any() == (bound_every == 2)
