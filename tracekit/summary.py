@@ -38,17 +38,53 @@ class Summary:
 
 
 def rank_spans(events: pa.Table) -> pa.Table:
-    ends = pc.add(events.column(S.TS_NS), events.column(S.DUR_NS))
-    t = pa.table({S.RANK: events.column(S.RANK), S.TS_NS: events.column(S.TS_NS), "_end": ends})
-    g = t.group_by([S.RANK]).aggregate([(S.TS_NS, "min"), ("_end", "max"), (S.TS_NS, "count")])
+    per_chunk = _spans_per_chunk(events)
+    if per_chunk is not None:  # the parse's layout: each chunk one rank's rows
+        g = per_chunk.group_by([S.RANK]).aggregate(
+            [(S.TS_NS, "min"), ("_end", "max"), (S.COUNT, "sum")])
+        count = g.column(f"{S.COUNT}_sum")
+    else:
+        ends = pc.add(events.column(S.TS_NS), events.column(S.DUR_NS))
+        t = pa.table({S.RANK: events.column(S.RANK), S.TS_NS: events.column(S.TS_NS),
+                      "_end": ends})
+        g = t.group_by([S.RANK]).aggregate(
+            [(S.TS_NS, "min"), ("_end", "max"), (S.TS_NS, "count")])
+        count = g.column(f"{S.TS_NS}_count")
     start = g.column(f"{S.TS_NS}_min")
     out = pa.table({
         S.RANK: g.column(S.RANK),
         S.TS_NS: start,
         S.DUR_NS: pc.subtract(g.column("_end_max"), start),
-        S.COUNT: g.column(f"{S.TS_NS}_count"),
+        S.COUNT: count,
     })
     return out.sort_by([(S.RANK, "ascending")])
+
+
+def _spans_per_chunk(events: pa.Table) -> pa.Table | None:
+    """Per chunk of rows (the parse writes one or more per rank), its rank, first start,
+    last end and row count, when every non-empty chunk holds one rank and no null start,
+    duration or rank; else None. A few reductions per chunk instead of hashing every row's
+    rank."""
+    if not events.num_rows:
+        return None
+    ranks, starts, ends, counts = [], [], [], []
+    for batch in events.select([S.RANK, S.TS_NS, S.DUR_NS]).to_batches():  # rows aligned
+        rank, ts, dur = batch.columns
+        if not len(rank):
+            continue
+        if rank.null_count or ts.null_count or dur.null_count:
+            return None
+        low, high = pc.min_max(rank).values()
+        if low != high:
+            return None
+        ranks.append(low)
+        starts.append(pc.min(ts))
+        ends.append(pc.max(pc.add(ts, dur)))
+        counts.append(len(rank))
+    if not ranks:
+        return None
+    return pa.table({S.RANK: pa.array(ranks), S.TS_NS: pa.array(starts), "_end": pa.array(ends),
+                     S.COUNT: pa.array(counts, pa.int64())})
 
 
 def _class_codes(events: pa.Table) -> tuple[np.ndarray, list[str]]:
@@ -62,9 +98,11 @@ def _class_codes(events: pa.Table) -> tuple[np.ndarray, list[str]]:
     rules = load_rules()
     rule = classify_table(events.select([S.NAME, S.KIND]), rules)
     classes = sorted({r.cls for r in rules.kernel_classes if r.cls is not None})
+    # the last entry is what a row without a rule (-1) reads
     of_rule = np.array([classes.index(r.cls) if r.cls is not None else -1
-                        for r in rules.kernel_classes] + [-1], dtype=np.int64)
-    codes = of_rule[np.where(rule < 0, len(of_rule) - 1, rule)]
+                        for r in rules.kernel_classes] + [-1],
+                       dtype=np.int8 if len(classes) < 127 else np.int32)
+    codes = of_rule[rule]
     device = text_mask(events.column(S.KIND), [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET])
     return np.where(device, codes, -1), classes
 
@@ -100,8 +138,10 @@ def _instance_mask(events: pa.Table) -> np.ndarray:
     has_op = np.asarray(pc.is_valid(events.column(S.OP)).to_numpy(zero_copy_only=False),
                         dtype=bool) if events.num_rows else np.zeros(0, dtype=bool)
     kernel = has_op & text_mask(events.column(S.KIND), [Kind.KERNEL])
-    rank = np.asarray(events.column(S.RANK).to_numpy(), dtype=np.int64)
     gloo = has_op & text_mask(events.column(S.NAME), prefix=GLOO_PREFIX)
+    if not gloo.any():  # a GPU trace: no rank to look at
+        return kernel
+    rank = np.asarray(events.column(S.RANK).to_numpy())
     return kernel | (gloo & ~np.isin(rank, np.unique(rank[kernel])))
 
 
@@ -119,7 +159,7 @@ def _text_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
             else pa.array([], column.type)
         encoded = pc.dictionary_encode(col.dictionary)  # distinct texts, even if repeated
         remap = np.append(np.asarray(encoded.indices.to_numpy(), dtype=np.int32), -1)
-        idx = np.asarray(pc.fill_null(col.indices, -1).to_numpy(), dtype=np.int64)
+        idx = pc.fill_null(col.indices, -1).to_numpy()  # -1 reads remap's last: null
         return remap[idx], encoded.dictionary
     encoded = pc.dictionary_encode(column.combine_chunks())
     return (np.asarray(pc.fill_null(encoded.indices, -1).to_numpy(), dtype=np.int32),

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tracekit import schema as S
@@ -95,3 +96,34 @@ def test_cli_writes_json_for_a_directory(tmp_path: Path,
     out = capsys.readouterr().out
     # one report: the first summary's kernel-level tables stay in the JSON only
     assert out.startswith("tracekit report") and "communication kernels by op" not in out
+
+
+def _spans_by_hand(rows: list[tuple[int | None, int, int | None]]) -> list[tuple[Any, ...]]:
+    """(rank, first start, last end - first start, rows with a start) per rank, in Python."""
+    out = []
+    for rank in sorted({r for r, _, _ in rows if r is not None}):
+        mine = [(ts, ts + dur if dur is not None else None) for r, ts, dur in rows if r == rank]
+        start = min(ts for ts, _ in mine)
+        out.append((rank, start, max(e for _, e in mine if e is not None) - start, len(mine)))
+    return out
+
+
+@pytest.mark.parametrize("chunks", [
+    # the parse's layout: a chunk per rank, a rank in two chunks, an empty chunk
+    [[(1, 50, 5), (1, 10, 100)], [], [(0, 7, 3)], [(1, 5, 1)]],
+    # ranks mixed within a chunk: rows grouped by rank
+    [[(0, 7, 3), (1, 50, 5)], [(1, 10, 100), (0, 1, 1)]],
+    # a duration missing: that row's end does not count, its start does
+    [[(0, 7, 3), (0, 2, None)], [(1, 10, 100)]],
+])
+def test_rank_spans_on_any_chunk_layout(chunks: list[list[tuple[Any, ...]]]) -> None:
+    from tracekit.summary import rank_spans
+
+    schema = pa.schema([(S.RANK, pa.int32()), (S.TS_NS, pa.int64()), (S.DUR_NS, pa.int64())])
+    table = pa.Table.from_batches([pa.record_batch(
+        [pa.array([r[i] for r in rows], schema.field(i).type) for i in range(3)], schema=schema)
+        for rows in chunks], schema=schema)
+    got = rank_spans(table)
+    assert got.schema.field(S.RANK).type == pa.int32()
+    assert [tuple(r.values()) for r in got.to_pylist()] == \
+        _spans_by_hand([row for rows in chunks for row in rows])

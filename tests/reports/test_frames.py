@@ -151,3 +151,181 @@ def test_shared_computes_the_sums_once_and_hands_out_copies(analysis, monkeypatc
     assert second.equals(want) and third.equals(want)
     frames.phase_totals(analysis)
     assert len(calls) == 3
+
+
+def _counts_by_pandas(analysis: Analysis) -> dict[str, int]:
+    """attribution_counts as the decoded statuses' value counts give it."""
+    counts = dict.fromkeys(s.Status.ALL, 0)
+    for status, n in frames._instance_statuses(analysis).fillna(
+            s.Status.UNATTRIBUTED).value_counts().items():
+        counts[str(status)] = int(n)
+    return counts
+
+
+def _with_status(analysis: Analysis, status: list[str | None], dictionary: bool) -> Analysis:
+    import pyarrow as pa
+
+    a = analysis.attributed
+    column = pa.array(status, pa.string())
+    column = column.dictionary_encode() if dictionary else column
+    table = a.set_column(a.schema.get_field_index(s.STATUS), s.STATUS, column)
+    return Analysis(run=analysis.run, attributed=table, measured=analysis.measured)
+
+
+@pytest.mark.parametrize("statuses, dictionary", [
+    (None, True),  # the run's own statuses
+    ([s.Status.AMBIGUOUS, None, s.Status.ATTRIBUTED], True),  # nulls read as unattributed
+    ([s.Status.AMBIGUOUS, None, s.Status.ATTRIBUTED], False),  # plain strings
+    (["odd", s.Status.ATTRIBUTED, None], True),  # a status of no known kind
+])
+def test_attribution_counts_equal_the_decoded_statuses_counts(analysis, statuses, dictionary):
+    # GIVEN ATTRIBUTED with statuses of each kind, cycled over its rows
+    a = analysis if statuses is None else _with_status(
+        analysis, [statuses[i % len(statuses)] for i in range(analysis.attributed.num_rows)],
+        dictionary)
+    # WHEN counted THEN as the decoded statuses' value counts, keys in the same order
+    got = frames.attribution_counts(a)
+    assert list(got.items()) == list(_counts_by_pandas(a).items())
+    assert sum(got.values()) == sum(_counts_by_pandas(analysis).values())
+
+
+def test_events_overview_equals_pandas_groupby_with_or_without_nulls(events_only):
+    import pyarrow as pa
+
+    from tracekit.reports import digest
+
+    assert not any(k.startswith(digest.PREFIX) for k in events_only.run.extra)  # computed
+    events = events_only.run.events
+    dur = events.column(s.DUR_NS).to_pylist()
+    holed = events.set_column(events.schema.get_field_index(s.DUR_NS), s.DUR_NS,
+                              pa.array([None if i % 7 == 0 else v for i, v in enumerate(dur)],
+                                       events.schema.field(s.DUR_NS).type))
+    for table in (events, holed):
+        # GIVEN EVENTS (with durations missing in the second) WHEN overviewed
+        got = frames.events_overview(Analysis(run=dataclass_replace(events_only.run, table)))
+        # THEN as pandas' group by rank of the decoded rows gives it
+        e = table.select([s.RANK, s.TS_NS, s.DUR_NS]).to_pandas()
+        e["end"] = e[s.TS_NS] + e[s.DUR_NS]
+        e["k"] = (table.column(s.KIND).cast(pa.string()).to_numpy(zero_copy_only=False)
+                  == s.Kind.KERNEL).astype(int)
+        g = e.groupby(s.RANK, sort=True)
+        assert list(got[s.RANK]) == list(g.size().index)
+        assert list(got[s.COUNT]) == list(g.size())
+        assert list(got[frames.KERNELS]) == list(g["k"].sum())
+        assert list(got[frames.SPAN_NS]) == list(g["end"].max() - g[s.TS_NS].min())
+        assert got[frames.SPAN_NS].dtype == (g["end"].max() - g[s.TS_NS].min()).dtype
+
+
+def dataclass_replace(run, events):
+    """``run`` with other EVENTS."""
+    import dataclasses
+
+    return dataclasses.replace(run, events=events)
+
+
+@pytest.mark.parametrize("keys, among", [
+    ([1, 4, 9, 12], [9, 1, 9, 5, 12, 12, 12, 0, 13]),  # increasing keys: the lookup reversed
+    ([9, 1, 4, 1], [1, 1, 4, 7]),  # keys in any order, repeated
+    ([3], [3, 3, 2]),
+    ([2, 5], []),
+])
+def test_times_in_counts_each_key_in_among(keys, among):
+    import numpy as np
+
+    got = frames._times_in(np.array(keys, np.int64), np.array(among, np.int64))
+    assert got.dtype == np.int64
+    assert got.tolist() == [among.count(k) for k in keys]
+
+
+def test_the_reports_shared_lines_are_computed_once_inside_shared(analysis, monkeypatch):
+    # GIVEN the readers behind the coverage lines, the efficiency note and the run totals
+    # counted
+    calls: list[str] = []
+    real_frame, real_totals, real_rows = frames.to_frame, frames.run_totals, frames.coverage_rows
+
+    def counting_frame(table, columns=()):
+        calls.append("status" if list(columns) == [s.BOUND_STATUS] else "other")
+        return real_frame(table, columns)
+
+    def counting_totals(phases):
+        calls.append("totals")
+        return real_totals(phases)
+
+    def counting_rows(a):
+        calls.append("coverage")
+        return real_rows(a)
+
+    monkeypatch.setattr(frames, "to_frame", counting_frame)
+    monkeypatch.setattr(frames, "run_totals", counting_totals)
+    monkeypatch.setattr(frames, "coverage_rows", counting_rows)
+    want = (frames.coverage_run(analysis), frames.communicators(analysis),
+            frames.why_no_efficiency(analysis), frames.phase_run_totals(analysis))
+    assert calls.count("coverage") == 2 and calls.count("status") == 1  # outside: each call
+    # WHEN each is read three times inside shared() (one copy changed)
+    calls.clear()
+    with frames.shared():
+        got = [(frames.coverage_run(analysis), frames.communicators(analysis),
+                frames.why_no_efficiency(analysis), frames.phase_run_totals(analysis))
+               for _ in range(3)]
+        got[0][3][s.COMM_NS] = -1.0
+    # THEN the coverage rows, the bound statuses and the totals were read once each for
+    # the run line and the communicators, the same figures every time
+    assert calls.count("coverage") == 2 and calls.count("status") == 1
+    assert calls.count("totals") == 1
+    for run, comms, why, totals in got[1:]:
+        assert run == want[0] and comms.equals(want[1]) and why == want[2]
+        assert totals == want[3]
+
+
+def test_path_totals_in_arrow_equal_the_pandas_grouping(analysis):
+    import pyarrow as pa
+
+    # GIVEN MEASURED with a missing path, op and wait here and there, a bound on few rows
+    m = analysis.measured
+
+    def holed(table, column, every):
+        col = table.column(column)
+        plain = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+        values = [None if i % every == 0 else v for i, v in enumerate(plain.to_pylist())]
+        return table.set_column(table.schema.get_field_index(column), column,
+                                pa.array(values, plain.type))
+
+    for column, every in ((s.PATH, 7), (s.OP, 5), (s.WAIT_NS, 3), (s.BOUND_NS, 2)):
+        m = holed(m, column, every)
+    # WHEN summed in Arrow, and by pandas (a key column as large strings takes that way)
+    fast = frames.path_totals(Analysis(run=analysis.run, measured=m))
+    group = m.column(s.GROUP)
+    plain = group.cast(group.type.value_type) if pa.types.is_dictionary(group.type) else group
+    slow_m = m.set_column(m.schema.get_field_index(s.GROUP), s.GROUP,
+                          plain.cast(pa.large_string()))
+    assert frames._path_sums(slow_m) is None
+    slow = frames.path_totals(Analysis(run=analysis.run, measured=slow_m))
+    # THEN the same rows in the same order, dtypes too
+    assert len(fast) > 2 and "" in set(fast[s.PATH])
+    assert fast.equals(slow) and list(fast.dtypes) == list(slow.dtypes)
+
+
+@pytest.mark.parametrize("bound_every", [2, 1])  # some bounds missing; none at all
+def test_phase_efficiency_in_arrow_equals_the_pandas_sums(analysis, bound_every):
+    import pyarrow as pa
+
+    # GIVEN MEASURED with bounds missing (on every row in the second case)
+    m = analysis.measured
+    bound = [None if i % bound_every == 0 else v
+             for i, v in enumerate(m.column(s.BOUND_NS).to_pylist())]
+    m = m.set_column(m.schema.get_field_index(s.BOUND_NS), s.BOUND_NS,
+                     pa.array(bound, m.schema.field(s.BOUND_NS).type))
+    fast = frames.phase_totals(Analysis(run=analysis.run, measured=m,
+                                        phases_table=analysis.phases_table))
+    # WHEN the phase totals' efficiency is summed in Arrow, and by pandas (the phase as
+    # large strings takes that way)
+    phase = m.column(s.PHASE)
+    plain = phase.cast(phase.type.value_type) if pa.types.is_dictionary(phase.type) else phase
+    slow_m = m.set_column(m.schema.get_field_index(s.PHASE), s.PHASE,
+                          plain.cast(pa.large_string()))
+    assert frames._bounded_sums(slow_m) is None and frames._bounded_sums(m) is not None
+    slow = frames.phase_totals(Analysis(run=analysis.run, measured=slow_m,
+                                        phases_table=analysis.phases_table))
+    # THEN the same totals and efficiencies
+    assert fast.equals(slow)
+    assert fast[s.EFFICIENCY].notna().any() == (bound_every == 2)

@@ -271,3 +271,50 @@ def test_the_page_models_pass_bokeh_validation(analysis, caplog):
         issues = check_integrity(list(doc.models))
     assert not issues.error and not issues.warning, issues
     assert not [r for r in caplog.records if r.name.startswith("bokeh")]
+
+
+def test_table_cells_as_pandas_formats_them_with_missing_values():
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from tracekit.reports import html_tables, views
+
+    # GIVEN a section of every kind of column, each with a missing value, in a frame whose
+    # index is not 0..n-1
+    frame = pd.DataFrame({
+        s.DUR_NS: pd.array([1_500_000, None, 3], dtype="Int64"),
+        s.WAIT_NS: [2.5e6, np.nan, 0.0],
+        s.MSG_BYTES: [1024.0, np.nan, 3.0],
+        s.EFFICIENCY: [0.5, np.nan, 1.25],
+        s.COUNT: pd.array([1, None, 3000], dtype="Int64"),
+        s.RANK: [0, 1, 2],
+        s.IS_INSTANCE: pd.array([True, None, False], dtype="boolean"),
+        s.OP: ["all_reduce", None, "<x>"],
+    }, index=[5, 9, 2])
+    section = views.Section("t", "T", frame, tuple(frame.columns), headers={})
+    html = html_tables.data_table(section, "t")
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html)
+    values = re.findall(r'data-v="([^"]*)"', html)
+    # THEN each row's cells, in order, as pandas' float and integer values format
+    want_cells, want_values = [], []
+    for i in range(3):
+        ms = [frame[c].astype(float).iloc[i] / 1e6 for c in (s.DUR_NS, s.WAIT_NS)]
+        floats = [frame[s.MSG_BYTES].astype(float).iloc[i], frame[s.EFFICIENCY].iloc[i]]
+        numbers = [*ms, *floats]
+        texts = [html_tables._number(ms[0], 3), html_tables._number(ms[1], 3),
+                 html_tables._number(floats[0], 0),
+                 html_tables._number(floats[1], 3, optional=True)]
+        count = frame[s.COUNT].iloc[i]
+        want_cells += [*texts, "-" if pd.isna(count) else f"{int(count):,}",
+                       f"{frame[s.RANK].iloc[i]:,}",
+                       "-" if pd.isna(frame[s.IS_INSTANCE].iloc[i]) else
+                       ("true" if frame[s.IS_INSTANCE].iloc[i] else "false"),
+                       "-" if pd.isna(frame[s.OP].iloc[i]) else
+                       frame[s.OP].iloc[i].replace("<", "&lt;").replace(">", "&gt;")]
+        want_values += [repr(float(x)) if math.isfinite(x) else "" for x in numbers]
+        want_values += ["" if pd.isna(count) else str(int(count)), str(frame[s.RANK].iloc[i])]
+    assert cells == want_cells
+    assert values == want_values
+    assert "-" in cells and "1.500" in cells and "3,000" in cells

@@ -88,3 +88,32 @@ def test_newer_report_version_is_refused(tmp_path: Path, analysis):
     path.write_text(json.dumps(data))
     with pytest.raises(BadInputError, match="newer"):
         json_report.read(path)
+
+
+def test_extra_table_rows_from_arrow_equal_those_of_the_pandas_frame():
+    import pyarrow as pa
+
+    from tracekit.reports import frames
+
+    # GIVEN a table with each kind of column the result tables have, nulls in all of them
+    table = pa.table({
+        "count": pa.array([1, None, 3], pa.int64()),  # an integer key: integral floats as ints
+        "instance": pa.array([7, None, 9], pa.int32()),  # another: floats in pandas
+        "rank": pa.array([0, 1, 2], pa.int32()),
+        "share": pa.array([0.25, float("nan"), None], pa.float64()),
+        "narrow": pa.array([0.1, 2.5, None], pa.float32()),
+        "flag": pa.array([True, None, False]),
+        "op": pa.array(["all_reduce", None, "<b>x</b>"]).dictionary_encode(),
+        "reason": pa.array(["a", "", None], pa.large_string()),
+        "members": pa.array([[0, 1], None, []], pa.list_(pa.int32())),
+    })
+    # WHEN its rows are read from Arrow THEN as the pandas frame's records give them
+    want = [list(r.values()) for r in json_report.records(frames.to_frame(table))]
+    got = json_report._arrow_rows(table)
+    assert json.dumps(got) == json.dumps(want)  # as written: 7.0 is not 7
+    assert "7.0" in json.dumps(got)
+    assert json_report._arrow_rows(table.slice(0, 0)) == []
+    # AND a column whose pandas values could differ is left to the frame
+    inner_null = pa.table({"members": pa.array([[0, None]], pa.list_(pa.int32()))})
+    when = pa.table({"ts": pa.array([0], pa.timestamp("ns"))})
+    assert json_report._arrow_rows(inner_null) is None and json_report._arrow_rows(when) is None

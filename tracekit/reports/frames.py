@@ -297,11 +297,41 @@ def _bounded_efficiency(analysis: Analysis) -> pd.Series | None:
     without MEASURED)."""
     if not has_rows(analysis.measured):
         return None
+    fast = _bounded_sums(analysis.measured)
+    if fast is not None:
+        return _efficiency(fast)
     m = to_frame(analysis.measured, [s.PHASE, s.BOUND_NS, s.TRANSFER_NS])
     both = m[s.BOUND_NS].notna() & m[s.TRANSFER_NS].notna()
     m = m[both].assign(**{s.PHASE: m[s.PHASE].fillna(s.Phase.OTHER)})
     g = m.groupby(s.PHASE)[[s.BOUND_NS, s.TRANSFER_NS]].sum()
     return _efficiency(g)
+
+
+def _bounded_sums(measured: pa.Table) -> pd.DataFrame | None:
+    """``_bounded_efficiency``'s bound and transfer sums per phase grouped in Arrow, when the
+    phase is text and both are integers whose float sums stay exact; else None. A phase
+    without a row that has both gets no entry (pandas' way gives it 0 / 0): phase_totals
+    reads either as no efficiency."""
+    import pyarrow.compute as pc
+
+    cols = (s.PHASE, s.BOUND_NS, s.TRANSFER_NS)
+    if not set(cols) <= set(measured.column_names) or not all(
+            pa.types.is_integer(measured.schema.field(c).type) for c in cols[1:]):
+        return None
+    phase = measured.column(s.PHASE)
+    phase = phase.cast(phase.type.value_type) if pa.types.is_dictionary(phase.type) else phase
+    if not pa.types.is_string(phase.type):
+        return None
+    bound, transfer = measured.column(s.BOUND_NS), measured.column(s.TRANSFER_NS)
+    t = pa.table({s.PHASE: pc.fill_null(phase, s.Phase.OTHER), s.BOUND_NS: bound,
+                  s.TRANSFER_NS: transfer}).filter(
+        pc.and_(pc.is_valid(bound), pc.is_valid(transfer)))
+    if any((pc.sum(pc.abs(t.column(c))).as_py() or 0) >= _EXACT for c in cols[1:]):
+        return None  # pandas' float sums could round where Arrow's integer sums do not
+    g = t.group_by([s.PHASE]).aggregate([(s.BOUND_NS, "sum"), (s.TRANSFER_NS, "sum")])
+    return pd.DataFrame({s.BOUND_NS: g.column(f"{s.BOUND_NS}_sum").to_numpy(),
+                         s.TRANSFER_NS: g.column(f"{s.TRANSFER_NS}_sum").to_numpy()},
+                        index=pd.Index(g.column(s.PHASE).to_pylist(), name=s.PHASE))
 
 
 def _efficiency(df: pd.DataFrame) -> pd.Series:
@@ -335,6 +365,13 @@ def run_totals(phases: pd.DataFrame) -> dict[str, float | None]:
     return out
 
 
+@_once("phases_table", "measured")
+def phase_run_totals(analysis: Analysis) -> dict[str, float | None]:
+    """``run_totals`` of ``phase_totals``: the summary cards, the headline and the JSON
+    report's totals read it (once inside ``shared()``; each caller gets a copy)."""
+    return run_totals(phase_totals(analysis))
+
+
 @_once("measured", "attributed")
 def path_totals(analysis: Analysis) -> pd.DataFrame:
     """One row per (phase, path, group, op) of MEASURED with PATH_SUMS and the efficiency.
@@ -342,6 +379,9 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     Without MEASURED the instance rows of ATTRIBUTED give counts and durations only.
     """
     cols = [*PATH_KEYS, *PATH_SUMS, N_EFF, s.EFFICIENCY]
+    fast = _path_sums(analysis.measured) if has_rows(analysis.measured) else None
+    if fast is not None:
+        return _path_rows(fast, cols)
     if has_rows(analysis.measured):
         m = to_frame(analysis.measured, [*PATH_KEYS, *PATH_SUMS[1:]])
     elif has_rows(analysis.attributed):
@@ -360,10 +400,51 @@ def path_totals(analysis: Analysis) -> pd.DataFrame:
     m[N_EFF] = both.astype("int64")
     sums = m.groupby(list(PATH_KEYS), sort=True)[[*PATH_SUMS, N_EFF, _BOUNDED_TRANSFER]].sum(
         min_count=1).reset_index()
+    return _path_rows(sums, cols)
+
+
+def _path_rows(sums: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """``path_totals`` from the sums per path key (in key order): efficiency, then order."""
     sums[s.EFFICIENCY] = _efficiency(sums.assign(**{s.TRANSFER_NS: sums[_BOUNDED_TRANSFER]}))
     sums[N_EFF] = sums[N_EFF].fillna(0).astype("int64")
     order = np.lexsort((sums[s.OP], sums[s.GROUP], sums[s.PATH], _phase_order(sums[s.PHASE])))
     return sums.iloc[order][cols].reset_index(drop=True)
+
+
+def _path_sums(measured: pa.Table) -> pd.DataFrame | None:
+    """``path_totals``' sums per (phase, path, group, op) of MEASURED grouped in Arrow, as
+    pandas' group by gives them (keys in order; a sum column with a null anywhere float, NaN
+    where a key has no value; integer columns summed exactly), when the keys are text and the
+    summed columns integers whose float sums stay exact; else None."""
+    import pyarrow.compute as pc
+
+    summed = list(PATH_SUMS[1:])
+    if not {*PATH_KEYS, *summed} <= set(measured.column_names) or not all(
+            pa.types.is_integer(measured.schema.field(c).type) for c in summed):
+        return None
+    keys = {}
+    for k in PATH_KEYS:
+        col = measured.column(k)
+        col = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+        if not pa.types.is_string(col.type):
+            return None
+        keys[k] = pc.fill_null(col, "")
+    transfer = measured.column(s.TRANSFER_NS)
+    both = pc.and_(pc.is_valid(measured.column(s.BOUND_NS)), pc.is_valid(transfer))
+    columns = {**keys, **{c: measured.column(c) for c in summed}, N_EFF: both.cast(pa.int64()),
+               _BOUNDED_TRANSFER: pc.if_else(both, transfer, None)}
+    floats = [c for c in summed if measured.column(c).null_count] + [_BOUNDED_TRANSFER]
+    if any((pc.sum(pc.abs(columns[c])).as_py() or 0) >= _EXACT for c in floats):
+        return None  # pandas' float sums could round where Arrow's integer sums do not
+    g = pa.table(columns).group_by(list(PATH_KEYS)).aggregate(
+        [(N_EFF, "count"), *((c, "sum") for c in [*summed, N_EFF, _BOUNDED_TRANSFER])])
+    g = g.sort_by([(k, "ascending") for k in PATH_KEYS])
+    out = {k: g.column(k) for k in PATH_KEYS}
+    out[s.COUNT] = g.column(f"{N_EFF}_count")
+    for c in [*summed, N_EFF, _BOUNDED_TRANSFER]:
+        total = g.column(f"{c}_sum")
+        out[c] = total.cast(pa.float64()) if c in floats else total
+    return pa.table(out).to_pandas()
 
 
 _RANK_BITS, _EVENT_BITS = 22, 40  # (rank, event_id) packed into one int64 key
@@ -385,6 +466,13 @@ def _row_keys(table: pa.Table | None) -> np.ndarray | None:
 
 def _times_in(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
     """How many times each of ``keys`` occurs in ``among``."""
+    if len(keys) > 1 and (keys[1:] > keys[:-1]).all():
+        # keys in strictly increasing order (ATTRIBUTED's rows by rank and event id): the
+        # sorted ``among`` looked up among them (fewer lookups than the other way round, and
+        # in order), each found one counted at its key
+        ordered = np.sort(among)
+        at = np.minimum(np.searchsorted(keys, ordered), len(keys) - 1)
+        return np.bincount(at[keys[at] == ordered], minlength=len(keys)).astype(np.int64)
     ordered = np.sort(among)
     if not len(ordered):
         return np.zeros(len(keys), dtype=np.int64)
@@ -394,21 +482,57 @@ def _times_in(keys: np.ndarray, among: np.ndarray) -> np.ndarray:
     return np.searchsorted(ordered, keys, side="right") - first
 
 
+def _instance_times(analysis: Analysis) -> np.ndarray | None:
+    """Per row of ATTRIBUTED, how many times ``_instance_statuses`` counts it (None when the
+    rows cannot be keyed: then only the join gives them)."""
+    a = analysis.attributed
+    inst = is_true(a, s.IS_INSTANCE)
+    if not has_rows(analysis.measured):
+        return inst.astype(np.int64)
+    left, right = _row_keys(a), _row_keys(analysis.measured)
+    if left is None or right is None:
+        return None
+    times = np.zeros(len(left), dtype=np.int64)
+    times[inst] = _times_in(left[inst], right)
+    return times
+
+
 def _instance_statuses(analysis: Analysis) -> pd.Series:
     """STATUS of each collective instance of ATTRIBUTED; with MEASURED, of those MEASURED
     holds, once per MEASURED row (as an inner join on rank and event id gives them)."""
     a = analysis.attributed
-    inst = is_true(a, s.IS_INSTANCE)
-    if not has_rows(analysis.measured):
-        return to_frame_where(a, inst, [s.STATUS])[s.STATUS]
-    left, right = _row_keys(a), _row_keys(analysis.measured)
-    if left is None or right is None:
+    times = _instance_times(analysis)
+    if times is None:
+        inst = is_true(a, s.IS_INSTANCE)
         m = to_frame(analysis.measured, [s.RANK, s.EVENT_ID])
         rows = to_frame_where(a, inst, [s.RANK, s.EVENT_ID, s.STATUS])
         return rows.merge(m, on=[s.RANK, s.EVENT_ID], how="inner")[s.STATUS]
-    times = np.zeros(len(left), dtype=np.int64)
-    times[inst] = _times_in(left[inst], right)
     return to_frame_where(a, times > 0, [s.STATUS])[s.STATUS].repeat(times[times > 0])
+
+
+def _status_counts(table: pa.Table, times: np.ndarray) -> dict[str, int] | None:
+    """Per STATUS value (null read as unattributed), the sum of ``times`` over its rows, in
+    dictionary code space (a bincount per chunk, no string per row); None when STATUS is not
+    a dictionary column or holds a value outside s.Status.ALL with a count."""
+    if s.STATUS not in table.column_names:
+        return None
+    out = dict.fromkeys(s.Status.ALL, 0)
+    start = 0
+    for chunk in table.column(s.STATUS).chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            return None
+        weights = times[start:start + len(chunk)]
+        start += len(chunk)
+        values = [*chunk.dictionary.to_pylist(), s.Status.UNATTRIBUTED]  # the last: null
+        idx = chunk.indices.fill_null(len(values) - 1).to_numpy()
+        sums = np.bincount(idx, weights=weights, minlength=len(values))
+        for value, n in zip(values, sums.tolist(), strict=True):
+            if not n:
+                continue
+            if value not in out:
+                return None
+            out[value] += int(n)
+    return out
 
 
 @_once("attributed", "measured")
@@ -421,6 +545,10 @@ def attribution_counts(analysis: Analysis) -> dict[str, int]:
     counts = {status: 0 for status in s.Status.ALL}
     if not has_rows(analysis.attributed):
         return counts
+    times = _instance_times(analysis)
+    fast = None if times is None else _status_counts(analysis.attributed, times)
+    if fast is not None:
+        return fast
     statuses = _instance_statuses(analysis)
     for status, n in statuses.fillna(s.Status.UNATTRIBUTED).value_counts().items():
         counts[str(status)] = int(n)
@@ -496,8 +624,10 @@ def _comm_sums(events: pa.Table, keep: np.ndarray) -> pd.DataFrame | None:
     import pyarrow.compute as pc
 
     ops, pgs = _values(events, s.OP), sorted({"", *_values(events, s.PG_DESC)})
-    group = (codes(events, s.OP, ops)[keep] * len(pgs)
-             + codes(events, s.PG_DESC, pgs, null=pgs.index(""))[keep])
+    # the kept rows first (a few of EVENTS): codes and values of those only
+    rows = events.select([s.OP, s.PG_DESC, s.IN_BYTES, s.DUR_NS]).filter(pa.array(keep))
+    group = (codes(rows, s.OP, ops) * len(pgs)
+             + codes(rows, s.PG_DESC, pgs, null=pgs.index("")))
     size = len(ops) * len(pgs)
     count = np.bincount(group, minlength=size)
     present = np.flatnonzero(count)
@@ -506,13 +636,13 @@ def _comm_sums(events: pa.Table, keep: np.ndarray) -> pd.DataFrame | None:
         s.PG_DESC: pa.array([pgs[i] for i in present % len(pgs)], pa.string()).to_pandas(),
         s.COUNT: count[present].astype(np.int64)})
     for c in (s.IN_BYTES, s.DUR_NS):
-        column = events.column(c)
-        values = pc.fill_null(column, 0).to_numpy().astype(np.float64)[keep]
+        column = rows.column(c)
+        values = pc.fill_null(column, 0).to_numpy().astype(np.float64)
         if np.abs(values).sum() >= _EXACT:
             return None
         sums = np.bincount(group, weights=values, minlength=size)[present]
-        if column.null_count:
-            valid = is_valid(events, c)[keep].astype(np.float64)
+        if events.column(c).null_count:  # a null anywhere in EVENTS: pandas' float sums
+            valid = is_valid(rows, c).astype(np.float64)
             seen = np.bincount(group, weights=valid, minlength=size)[present] > 0
             out[c] = np.where(seen, sums, np.nan)
         else:
@@ -529,6 +659,9 @@ def events_overview(analysis: Analysis) -> pd.DataFrame:
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)
+    fast = _overview_sums(events)
+    if fast is not None:
+        return fast
     e = to_frame(events, [s.RANK, s.TS_NS, s.DUR_NS])  # numbers only: no string decoded
     e[END_NS] = e[s.TS_NS] + e[s.DUR_NS]
     e[KERNELS] = (codes(events, s.KIND, (s.Kind.KERNEL,)) == 0).astype(int)
@@ -539,6 +672,32 @@ def events_overview(analysis: Analysis) -> pd.DataFrame:
         SPAN_NS: g[END_NS].max() - g[s.TS_NS].min(),
     })
     return out.reset_index()[cols]
+
+
+def _overview_sums(events: pa.Table) -> pd.DataFrame | None:
+    """``events_overview`` grouped in Arrow (no pandas frame of every row), when rank, start
+    and duration are integers without a null (then pandas' frame would hold the same int
+    dtypes); else None."""
+    import pyarrow.compute as pc
+
+    cols = (s.RANK, s.TS_NS, s.DUR_NS)
+    if not all(pa.types.is_integer(events.schema.field(c).type)
+               and not events.column(c).null_count for c in cols):
+        return None
+    kernel = codes(events, s.KIND, (s.Kind.KERNEL,)) == 0
+    t = pa.table({s.RANK: events.column(s.RANK), s.TS_NS: events.column(s.TS_NS),
+                  END_NS: pc.add(events.column(s.TS_NS), events.column(s.DUR_NS)),
+                  KERNELS: pa.array(kernel.view(np.int8))})
+    g = t.group_by([s.RANK]).aggregate([(s.TS_NS, "count"), (KERNELS, "sum"),
+                                        (END_NS, "max"), (s.TS_NS, "min")])
+    g = g.sort_by([(s.RANK, "ascending")])
+    start = g.column(f"{s.TS_NS}_min").to_numpy()
+    return pd.DataFrame({
+        s.RANK: g.column(s.RANK).to_numpy(),
+        s.COUNT: g.column(f"{s.TS_NS}_count").to_numpy().astype(np.int64),
+        KERNELS: g.column(f"{KERNELS}_sum").to_numpy().astype(np.int64),
+        SPAN_NS: g.column(f"{END_NS}_max").to_numpy() - start,
+    })
 
 
 # --- coverage: what the figures rest on (tracekit.measure.coverage) ---
@@ -566,6 +725,7 @@ def coverage_rows(analysis: Analysis) -> pd.DataFrame:
     return df
 
 
+@_once(COVERAGE_TABLE)
 def coverage_run(analysis: Analysis) -> dict[str, object] | None:
     """The run row of COVERAGE, or None."""
     df = coverage_rows(analysis)
@@ -573,12 +733,14 @@ def coverage_run(analysis: Analysis) -> dict[str, object] | None:
     return None if run.empty else run.iloc[0].to_dict()
 
 
+@_once(COVERAGE_TABLE)
 def communicators(analysis: Analysis) -> pd.DataFrame:
     """The communicator rows of COVERAGE."""
     df = coverage_rows(analysis)
     return df[df[s.SCOPE] == s.Scope.COMMUNICATOR].reset_index(drop=True)
 
 
+@_once("measured")
 def why_no_efficiency(analysis: Analysis) -> str:
     """The most frequent reason a collective has no efficiency, in words ('' when none)."""
     if not has_rows(analysis.measured) or s.BOUND_STATUS not in analysis.measured.column_names:

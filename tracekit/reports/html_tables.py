@@ -105,23 +105,29 @@ def _column(section: views.Section, col: str, values: pd.Series,
         if col in ABSOLUTE_TIME_COLUMNS:  # subtract as integers: ns since 1970 overflow floats
             ms = (values.astype("Int64") - t0).astype(float)
             head = f"{head} since trace start"
-        else:
-            ms = values.astype(float)
-        v = (ms / pf.MS).to_numpy(dtype=np.float64, na_value=np.nan)
+            v = (ms / pf.MS).to_numpy(dtype=np.float64, na_value=np.nan)
+        else:  # numpy on the column's values: pandas' per-column steps cost more here
+            v = _floats(values) / pf.MS
         return f"{head} (ms)", [_number(x, 3) for x in v.tolist()], _sort_keys(v)
     if col in BYTE_COLUMNS and numeric:
-        v = values.astype(float).to_numpy(dtype=np.float64, na_value=np.nan)
+        v = _floats(values)
         return f"{head} (B)", [_number(x, 0) for x in v.tolist()], _sort_keys(v)
     if pd.api.types.is_float_dtype(values):
-        v = values.astype(float).to_numpy(dtype=np.float64, na_value=np.nan)
+        v = _floats(values)
         return head, [_number(x, 3, optional=True) for x in v.tolist()], _sort_keys(v)
     if pd.api.types.is_integer_dtype(values):
-        cells = [fmt.DASH if pd.isna(x) else f"{int(x):,}" for x in values]
-        return head, cells, ["" if pd.isna(x) else str(int(x)) for x in values]
+        items = values.tolist()  # Python values: no scalar box per cell
+        cells = [fmt.DASH if pd.isna(x) else f"{int(x):,}" for x in items]
+        return head, cells, ["" if pd.isna(x) else str(int(x)) for x in items]
     if pd.api.types.is_bool_dtype(values):
         return head, [fmt.DASH if pd.isna(x) else ("true" if x else "false")
-                      for x in values], None
-    return head, [fmt.text(x) if not _isna(x) else fmt.DASH for x in values], None
+                      for x in values.tolist()], None
+    return head, [fmt.text(x) if not _isna(x) else fmt.DASH for x in values.tolist()], None
+
+
+def _floats(values: pd.Series) -> np.ndarray:
+    """A numeric column as float64, missing values NaN (``astype(float)`` without a Series)."""
+    return values.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _isna(value: Any) -> bool:
@@ -131,7 +137,9 @@ def _isna(value: Any) -> bool:
 def data_table(section: views.Section, key: str, t0: int = 0) -> str:
     """A filter box above a sortable table: ``tracekit_<key>_table`` (the box around both),
     ``tracekit_<key>_grid`` (the table) and ``tracekit_<key>_filter`` (the box)."""
-    frame = section.frame[list(section.columns)].reset_index(drop=True)
+    frame = section.frame  # columns read by name, values by position
+    if not frame.columns.is_unique:
+        frame = frame[list(section.columns)].reset_index(drop=True)
     heads, columns = [], []
     for col in section.columns:
         head, cells, sort = _column(section, col, frame[col], t0)

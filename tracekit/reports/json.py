@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tracekit import schema as s
 from tracekit.errors import BadInputError
@@ -75,6 +76,38 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
+def _arrow_values(column: pa.ChunkedArray) -> list[Any] | None:
+    """A column's values as ``records`` reads them from its pandas frame (an integer column
+    with a null is float there; dictionaries decoded), straight from Arrow; None for a type
+    whose pandas values could read otherwise (then the frame is made)."""
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        column, kind = column.cast(kind.value_type), kind.value_type
+    if pa.types.is_integer(kind) and column.null_count:
+        return [None if v is None else float(v) for v in column.to_pylist()]
+    if (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+            or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        return column.to_pylist()
+    if pa.types.is_list(kind) and pa.types.is_integer(kind.value_type) and not any(
+            chunk.flatten().null_count for chunk in column.chunks):
+        return column.to_pylist()  # pandas: an array of the integers per row
+    return None
+
+
+def _arrow_rows(table: pa.Table) -> list[list[Any]] | None:
+    """``records`` of ``frames.to_frame(table)`` as lists, read from Arrow without the frame
+    (small tables: the frame cost more than its rows), or None (see ``_arrow_values``)."""
+    columns = []
+    for column in table.columns:
+        values = _arrow_values(column)
+        if values is None:
+            return None
+        columns.append(values)
+    names = table.column_names
+    return [[jsonable(v, c) for c, v in zip(names, row, strict=True)]
+            for row in zip(*columns, strict=True)]
+
+
 def _run_section(analysis: Analysis) -> dict[str, Any]:
     run = analysis.run
     info = frames.to_frame(run.rank_info, [s.FORMAT, s.BACKEND, s.WORLD_SIZE])
@@ -99,10 +132,14 @@ def _extra_tables(analysis: Analysis) -> dict[str, Any]:
         table = analysis.extra_tables[name]
         if table is None:
             continue
-        df = frames.to_frame(table.slice(0, MAX_TABLE_ROWS))
+        part = table.slice(0, MAX_TABLE_ROWS)
+        rows = _arrow_rows(part)
+        if rows is None:
+            df = frames.to_frame(part)
+            rows = [list(r.values()) for r in records(df)]
         out[name] = {
-            "columns": list(df.columns),
-            "rows": [list(r.values()) for r in records(df)],
+            "columns": part.column_names,
+            "rows": rows,
             "total_rows": table.num_rows,
             "truncated": table.num_rows > MAX_TABLE_ROWS,
         }
@@ -124,7 +161,7 @@ def _coverage_section(analysis: Analysis) -> dict[str, Any]:
 def build(analysis: Analysis) -> dict[str, Any]:
     """The report as plain data (see docs/json-report.md for every key)."""
     phases = frames.phase_totals(analysis)
-    totals = frames.run_totals(phases)
+    totals = frames.phase_run_totals(analysis)
     totals[s.N_RANKS] = len(frames.ranks(analysis))
     cov = frames.coverage_run(analysis)
     if cov is not None:  # the efficiency over the collectives that have one, and over how many

@@ -72,13 +72,42 @@ def _kernels(analysis: Analysis) -> _Kernels:
         return _Kernels(empty.astype(np.int64), empty, empty, empty.astype(np.int64))
     keep = frames.codes(table, s.KIND, (s.Kind.KERNEL,)) == 0
     keep &= pc.is_valid(table.column(s.DUR_NS)).to_numpy(zero_copy_only=False)
-    sub = table.select([s.RANK, s.TS_NS, s.DUR_NS]).filter(pa.array(keep))
+    has_class = s.KERNEL_CLASS in table.column_names
+    sub = table.select([s.RANK, s.TS_NS, s.DUR_NS, *([s.KERNEL_CLASS] if has_class else [])]
+                       ).filter(pa.array(keep))  # the kernels first: codes of those only
     t0 = pf.trace_start_ns(analysis)
     start = (sub.column(s.TS_NS).to_numpy().astype(np.int64) - t0).astype(np.float64)
     other = s.KernelClass.ALL.index(s.KernelClass.OTHER)
     return _Kernels(sub.column(s.RANK).to_numpy().astype(np.int64), start,
                     start + sub.column(s.DUR_NS).to_numpy().astype(np.float64),
-                    frames.codes(table, s.KERNEL_CLASS, s.KernelClass.ALL, null=other)[keep])
+                    frames.codes(sub, s.KERNEL_CLASS, s.KernelClass.ALL, null=other))
+
+
+def _edge_index(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(edges, values, side="right")`` for the evenly spaced ``edges`` of
+    ``np.linspace(0, end, n)`` and finite ``values``: each value's bin by division, then moved
+    by one where float rounding put it on the wrong side of an edge (a binary search per
+    value was most of the occupancy's time)."""
+    n = len(edges)
+    if n < 2 or not edges[-1] > 0:
+        return np.searchsorted(edges, values, side="right")
+    bounded = np.concatenate([[-np.inf], edges, [np.inf]])  # bounded[i + 1] is edges[i]
+    guess = np.floor(values * ((n - 1) / edges[-1])).astype(np.int64) + 1
+    np.clip(guess, 0, n, out=guess)
+    guess += bounded[guess + 1] <= values  # the next edge is at or below the value: counted
+    guess -= bounded[guess] > values  # the last edge counted is above it: not counted
+    return guess
+
+
+def _dense_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of small non-negative integers (ranks) by
+    marking those present, no sort; other values through ``np.unique``."""
+    if not len(values) or values.min() < 0 or values.max() >= 4 * len(values):
+        return np.unique(values, return_inverse=True)
+    seen = np.zeros(int(values.max()) + 1, dtype=bool)
+    seen[values] = True
+    number = np.cumsum(seen) - 1
+    return np.flatnonzero(seen).astype(values.dtype), number[values]
 
 
 def _busy_before(group: np.ndarray, n_groups: int, values: np.ndarray,
@@ -89,7 +118,7 @@ def _busy_before(group: np.ndarray, n_groups: int, values: np.ndarray,
     Each value is counted at the first edge above it (a bincount per group), the counts
     and sums then accumulated along the edges: no sort, one pass over the values."""
     n = len(edges)
-    flat = group * (n + 1) + np.searchsorted(edges, values, side="right")
+    flat = group * (n + 1) + _edge_index(edges, values)
     size = n_groups * (n + 1)
     count = np.bincount(flat, minlength=size).reshape(n_groups, n + 1)[:, :n]
     total = np.bincount(flat, weights=values, minlength=size).reshape(n_groups, n + 1)[:, :n]
@@ -116,7 +145,7 @@ def occupancy(analysis: Analysis, bins: int = OCCUPANCY_BINS) -> Occupancy:
     edges = np.linspace(0.0, float(k.end.max()) or 1.0, bins + 1)
     width = edges[1] - edges[0]
     classes = np.array(s.KernelClass.ALL, dtype=object)
-    rank_values, rank_index = np.unique(k.rank, return_inverse=True)
+    rank_values, rank_index = _dense_unique(k.rank)
     known = k.cls >= 0  # a class outside s.KernelClass.ALL is counted but not drawn
     group = (rank_index * len(classes) + k.cls)[known]
     n_groups = len(rank_values) * len(classes)
@@ -195,7 +224,13 @@ def waterfall(analysis: Analysis) -> pd.DataFrame:
 
 
 def _paths_by_layer_phase(analysis: Analysis) -> dict[str, str]:
-    m = frames.to_frame(analysis.measured, [s.LAYER, s.PHASE, s.PATH])
+    cols = [s.LAYER, s.PHASE, s.PATH]
+    measured = analysis.measured
+    if frames.has_rows(measured) and set(cols) <= set(measured.column_names):
+        # the distinct (layer, phase, path) triples grouped in Arrow (dictionary codes): a
+        # few hundred rows to decode, not one per collective
+        measured = measured.select(cols).group_by(cols).aggregate([])
+    m = frames.to_frame(measured, cols)
     m = m[m[s.LAYER].notna() & m[s.PATH].notna()].drop_duplicates()
     if not len(m):
         return {}
@@ -236,6 +271,9 @@ def efficiency_groups(analysis: Analysis) -> pd.DataFrame:
 def bound_coverage(analysis: Analysis) -> pd.DataFrame:
     """Per (path, group, op): collective rows, and how many have a size, a bound, an efficiency."""
     cols = [s.PATH, s.GROUP, s.OP, s.MSG_BYTES, s.BOUND_NS, s.EFFICIENCY]
+    fast = _coverage_counts(analysis.measured, cols)
+    if fast is not None:
+        return fast
     df = frames.to_frame(analysis.measured, cols)
     keys = [s.PATH, s.GROUP, s.OP]
     df = df.assign(**{k: df[k].fillna("-").astype(str) for k in keys})
@@ -244,3 +282,41 @@ def bound_coverage(analysis: Analysis) -> pd.DataFrame:
         WITH_BOUND: df[s.BOUND_NS].notna().astype(int),
         WITH_EFF: df[s.EFFICIENCY].notna().astype(int)})
     return pd.concat([df[keys], flags], axis=1).groupby(keys, sort=True).sum().reset_index()
+
+
+def _present(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Per row, whether pandas would call the value present (notna): not null, not NaN."""
+    import pyarrow.compute as pc
+
+    valid = pc.is_valid(column)
+    if not pa.types.is_floating(column.type):
+        return valid
+    return pc.and_kleene(valid, pc.invert(pc.is_nan(column)))  # a null row: not present
+
+
+def _coverage_counts(measured: pa.Table | None, cols: list[str]) -> pd.DataFrame | None:
+    """``bound_coverage`` grouped in Arrow when MEASURED has rows and text keys (no pandas
+    frame of every collective), else None."""
+    import pyarrow.compute as pc
+
+    if not frames.has_rows(measured) or not set(cols) <= set(measured.column_names):
+        return None
+    assert measured is not None
+    keys, (size, bound, eff) = cols[:3], cols[3:]
+    text = {}
+    for k in keys:
+        col = measured.column(k)
+        col = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+        if not pa.types.is_string(col.type):
+            return None
+        text[k] = pc.fill_null(col, "-")
+    with_size = pc.fill_null(pc.greater(measured.column(size).cast(pa.float64()), 0.0), False)
+    t = pa.table({**text, WITH_SIZE: with_size.cast(pa.int64()),
+                  WITH_BOUND: _present(measured.column(bound)).cast(pa.int64()),
+                  WITH_EFF: _present(measured.column(eff)).cast(pa.int64())})
+    g = t.group_by(keys).aggregate([(WITH_SIZE, "count"), (WITH_SIZE, "sum"),
+                                    (WITH_BOUND, "sum"), (WITH_EFF, "sum")])
+    g = g.sort_by([(k, "ascending") for k in keys])
+    out = pa.table({**{k: g.column(k) for k in keys}, s.COUNT: g.column(f"{WITH_SIZE}_count"),
+                    **{c: g.column(f"{c}_sum") for c in (WITH_SIZE, WITH_BOUND, WITH_EFF)}})
+    return out.to_pandas()

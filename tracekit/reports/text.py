@@ -165,14 +165,14 @@ def _wrapped(section: views.Section, cells: dict[str, list[str]], columns: tuple
 
 
 def _print_section(console: Console, section: views.Section, color: bool, width: int) -> None:
-    cells = _cells(section)
+    cells = _cells(section)  # formatted once: _wrapped returns new lists, never edits these
     chunks = _columns(section, cells, width)
     for i, columns in enumerate(chunks):
-        cells = _wrapped(section, _cells(section), columns, width)
+        wrapped = _wrapped(section, cells, columns, width)
         title = section.title if i == 0 else f"{section.title} (continued)"
         console.print()
         console.print(Text(title, style="bold" if color else ""))
-        console.print(_table(section, cells, columns, color))
+        console.print(_table(section, wrapped, columns, color))
     if section.note:
         console.print(Text(section.note, style="dim" if color else ""))
 

@@ -71,7 +71,7 @@ FINDING_COLUMNS = (s.SEVERITY, s.RULE_ID, s.LAYER, s.GROUP, s.PATH, s.RANKS, s.M
 def summary(analysis: Analysis) -> list[tuple[str, str]]:
     """(label, value) lines: the run, its time split, exposure, efficiency, attribution."""
     phases = frames.phase_totals(analysis)
-    totals = frames.run_totals(phases)
+    totals = frames.phase_run_totals(analysis)
     ranks = frames.ranks(analysis)
     n_events = frames.n_events(analysis)
     lines = [
@@ -193,7 +193,7 @@ def headline(analysis: Analysis) -> list[tuple[str, str]]:
     """The first lines of the terminal report: coverage, exposure, wait, efficiency,
     attribution and findings, each in one sentence."""
     phases = frames.phase_totals(analysis)
-    totals = frames.run_totals(phases)
+    totals = frames.phase_run_totals(analysis)
     ranks = frames.ranks(analysis)
     count = frames.n_events(analysis)  # from the report digest on a cache hit
     n_events = f", {fmt.count(count)} events" if count else ""
