@@ -69,10 +69,36 @@ def classify(frame: pd.DataFrame, rules: RuleSet) -> np.ndarray:
 
 def classify_table(table: pa.Table, rules: RuleSet) -> np.ndarray:
     """``classify`` of a table's NAME and KIND columns, read in Arrow dictionary code space
-    (no string per row)."""
+    (no string per row). The last answer is kept (read-only) for the same columns and rules:
+    the first summary and the attribution of a run both classify its events."""
     if not table.num_rows:
         return np.empty(0, dtype=np.int64)
-    return _classified(_encoded(table.column(S.NAME)), _encoded(table.column(S.KIND)), rules)
+    names, kinds = table.column(S.NAME), table.column(S.KIND)
+    key = (_buffers_of(names), _buffers_of(kinds))
+    if _LAST and _LAST[0][0] == key and _LAST[0][2] is rules:
+        return _LAST[0][3]
+    out = _classified(_encoded(names), _encoded(kinds), rules)
+    out.flags.writeable = False
+    # the columns are held with the answer: their buffers' addresses cannot be reused
+    _LAST[:] = [(key, (names, kinds), rules, out)]
+    return out
+
+
+# (buffer identity of NAME and KIND, the columns themselves, the rules, the answer)
+_LAST: list[tuple[tuple[tuple[int, ...], ...], tuple[pa.ChunkedArray, pa.ChunkedArray],
+                  RuleSet, np.ndarray]] = []
+
+
+def _buffers_of(column: pa.ChunkedArray) -> tuple[int, ...]:
+    """What identifies an Arrow column's data: each chunk's offset, length and buffer
+    addresses (its dictionary's too). Arrow buffers are immutable."""
+    out: list[int] = []
+    for chunk in column.chunks:
+        out += [chunk.offset, len(chunk)]
+        arrays = [chunk, chunk.dictionary] if pa.types.is_dictionary(chunk.type) else [chunk]
+        for array in arrays:
+            out += [b.address if b is not None else 0 for b in array.buffers()]
+    return tuple(out)
 
 
 def _classified(names: tuple[np.ndarray, list[str]], kinds: tuple[np.ndarray, list[str]],
