@@ -137,3 +137,20 @@ def test_dictionary_of_repeated_and_missing_table_values() -> None:
             strings = pa.array([table[i] if i >= 0 else None for i in index.tolist()],
                                pa.string())
             assert ours.equals(strings.dictionary_encode())
+
+
+def test_dictionary_at_rows_equals_arrow_encoding_of_the_whole_column() -> None:
+    from tracekit.rules.engine import _dictionary_at
+
+    rng = np.random.default_rng(6)
+    table = np.array(["x", "y", None, "x", "z"], dtype=object)
+    for n, k in ((0, 0), (5, 0), (9, 4), (300, 120)):
+        # GIVEN codes at some ascending rows of an n-row table (null elsewhere)
+        rows = np.sort(rng.choice(n, k, replace=False)) if k else np.zeros(0, dtype=np.int64)
+        codes = rng.integers(-1, len(table), k)
+        ours = _dictionary_at(codes, table, rows, n)
+        # THEN it is Arrow's encoding of the whole column's strings
+        whole: list[object] = [None] * n
+        for r, c in zip(rows.tolist(), codes.tolist(), strict=True):
+            whole[r] = table[c] if c >= 0 else None
+        assert ours.equals(pa.array(whole, pa.string()).dictionary_encode())

@@ -715,17 +715,16 @@ def _assemble(events: pa.Table, krule: np.ndarray, classes: np.ndarray, comm: pd
     extra = {
         S.KERNEL_CLASS: _dictionary(kernel_rule, classes),
         S.KERNEL_ROLE: _dictionary(kernel_rule, roles),
-        S.GROUP: _dictionary(*_at_rows(verdicts.codes, verdicts.per_verdict("group"), rows, n)),
-        S.PATH: _dictionary(*_at_rows(path_codes, paths, rows, n)),
-        S.PHASE: _dictionary(*_at_rows(path_codes, phases, rows, n)),
+        S.GROUP: _dictionary_at(verdicts.codes, verdicts.per_verdict("group"), rows, n),
+        S.PATH: _dictionary_at(path_codes, paths, rows, n),
+        S.PHASE: _dictionary_at(path_codes, phases, rows, n),
         S.LAYER: _integral_at_rows(comm[S.LAYER], rows, n, pa.int32()),
         S.LOGICAL_ID: _integral_at_rows(comm[S.LOGICAL_ID], rows, n, pa.int64()),
         S.IS_INSTANCE: pa.array(instance),
         S.RULE_ID: rule_id,
-        S.STATUS: _dictionary(*_at_rows(verdicts.codes, verdicts.per_verdict("status"), rows,
-                                         n)),
-        S.REASON: _dictionary(*_at_rows(*_joined_verdicts(verdicts, "reason",
-                                                           comm[F.PATH_REASON], "; "), rows, n)),
+        S.STATUS: _dictionary_at(verdicts.codes, verdicts.per_verdict("status"), rows, n),
+        S.REASON: _dictionary_at(*_joined_verdicts(verdicts, "reason", comm[F.PATH_REASON],
+                                                   "; "), rows, n),
     }
     for name, arr in extra.items():
         table = table.append_column(name, arr)
@@ -750,12 +749,17 @@ def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, np.asarray(uniques, dtype=object)
 
 
-def _at_rows(codes: np.ndarray, uniques: np.ndarray, rows: np.ndarray,
-             n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(code per row of the whole table, -1 outside ``rows``; the values by code)."""
-    index = np.full(n, -1, dtype=np.int32)
-    index[rows] = codes
-    return index, uniques
+def _dictionary_at(codes: np.ndarray, table: np.ndarray, rows: np.ndarray,
+                   n: int) -> pa.DictionaryArray:
+    """``n`` rows, null but at ``rows`` (ascending), which hold ``table[codes]``: what
+    ``_dictionary`` of the whole table's index (-1 outside ``rows``) gives, encoded on the
+    rows alone (the dictionary's order is that of first appearance among them) and placed."""
+    part = _dictionary(np.asarray(codes, dtype=np.int32), table)
+    indices = np.zeros(n, dtype=np.int32)
+    indices[rows] = part.indices.fill_null(0).to_numpy()
+    missing = np.ones(n, dtype=bool)
+    missing[rows] = part.indices.is_null().to_numpy(zero_copy_only=False)
+    return pa.DictionaryArray.from_arrays(masked(indices, missing, pa.int32()), part.dictionary)
 
 
 def _dictionary(index: np.ndarray, table: np.ndarray) -> pa.DictionaryArray:
