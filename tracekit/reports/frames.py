@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -411,6 +411,22 @@ def _path_rows(sums: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     return sums.iloc[order][cols].reset_index(drop=True)
 
 
+def text_keys(table: pa.Table, keys: Sequence[str],
+              fill: str) -> dict[str, pa.ChunkedArray] | None:
+    """The ``keys`` columns of ``table`` as plain text with nulls as ``fill`` (what an Arrow
+    group by of them reads as pandas' keys), or None where one of them is not text."""
+    import pyarrow.compute as pc
+
+    out = {}
+    for k in keys:
+        col = table.column(k)
+        col = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+        if not pa.types.is_string(col.type):
+            return None
+        out[k] = pc.fill_null(col, fill)
+    return out
+
+
 def _path_sums(measured: pa.Table) -> pd.DataFrame | None:
     """``path_totals``' sums per (phase, path, group, op) of MEASURED grouped in Arrow, as
     pandas' group by gives them (keys in order; a sum column with a null anywhere float, NaN
@@ -422,13 +438,9 @@ def _path_sums(measured: pa.Table) -> pd.DataFrame | None:
     if not {*PATH_KEYS, *summed} <= set(measured.column_names) or not all(
             pa.types.is_integer(measured.schema.field(c).type) for c in summed):
         return None
-    keys = {}
-    for k in PATH_KEYS:
-        col = measured.column(k)
-        col = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
-        if not pa.types.is_string(col.type):
-            return None
-        keys[k] = pc.fill_null(col, "")
+    keys = text_keys(measured, PATH_KEYS, "")
+    if keys is None:
+        return None
     transfer = measured.column(s.TRANSFER_NS)
     both = pc.and_(pc.is_valid(measured.column(s.BOUND_NS)), pc.is_valid(transfer))
     columns = {**keys, **{c: measured.column(c) for c in summed}, N_EFF: both.cast(pa.int64()),

@@ -303,13 +303,9 @@ def _coverage_counts(measured: pa.Table | None, cols: list[str]) -> pd.DataFrame
         return None
     assert measured is not None
     keys, (size, bound, eff) = cols[:3], cols[3:]
-    text = {}
-    for k in keys:
-        col = measured.column(k)
-        col = col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
-        if not pa.types.is_string(col.type):
-            return None
-        text[k] = pc.fill_null(col, "-")
+    text = frames.text_keys(measured, keys, "-")
+    if text is None:
+        return None
     with_size = pc.fill_null(pc.greater(measured.column(size).cast(pa.float64()), 0.0), False)
     t = pa.table({**text, WITH_SIZE: with_size.cast(pa.int64()),
                   WITH_BOUND: _present(measured.column(bound)).cast(pa.int64()),
