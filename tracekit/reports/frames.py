@@ -16,7 +16,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -91,7 +91,7 @@ def _once(*reads: str) -> Callable[[_F], _F]:
 _FIELDS = ("attributed", "measured", "phases_table", "findings_table")
 
 
-def has_rows(table: pa.Table | None) -> bool:
+def has_rows(table: pa.Table | None) -> TypeGuard[pa.Table]:
     return table is not None and table.num_rows > 0
 
 

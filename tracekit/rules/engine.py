@@ -511,7 +511,8 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame,
         fields = [first[c].to_numpy(dtype=object) for c in _VERDICT]
         donor_of = row_codes(fields)
         reps = firsts.first_rows(donor_of)
-        donors = [Verdict(*(f[r] for f in fields), ()) for r in reps.tolist()]
+        group, status, rule, reason = fields
+        donors = [Verdict(group[r], status[r], rule[r], reason[r], ()) for r in reps.tolist()]
         rows = np.arange(len(comm)) if every else to
         verdicts = verdicts.borrowed(rows, donors, donor_of[src if every else of])
         comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
