@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from tracekit import schema as S
-from tracekit.rules.kernels import classify, classify_table
+from tracekit.rules.kernels import classify, classify_table, forget_last
 from tracekit.rules.loader import load_rules
 
 
@@ -37,3 +37,12 @@ def test_the_same_columns_reuse_the_answer_and_other_columns_do_not() -> None:
     frame[S.NAME] = frame[S.NAME].astype(object)
     frame[S.KIND] = frame[S.KIND].astype(object)
     assert np.array_equal(classify(frame, rules), first)
+
+
+def test_forgetting_drops_the_kept_answer() -> None:
+    rules = load_rules()
+    events = _events(["gemm", "ncclKernel_x"])
+    first = classify_table(events, rules)
+    forget_last()
+    again = classify_table(events, rules)
+    assert again is not first and again.tolist() == first.tolist()

@@ -38,7 +38,7 @@ from tracekit.rules.groups import (
     kernel_group,
     participants_pass,
 )
-from tracekit.rules.kernels import classify_table, rule_column
+from tracekit.rules.kernels import classify_table, forget_last, rule_column
 from tracekit.rules.keys import (
     correlation_ids,
     equal_codes,
@@ -135,7 +135,8 @@ def attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None, *,
 def _attribute_events(run: model.Run, rules: RuleSet, topo: Topology | None,
                       cross_rank: bool) -> tuple[pa.Table, pa.Table]:
     events = run.events
-    krule = classify_table(events, rules)
+    krule = classify_table(events, rules)  # the first summary's answer where it classified these
+    forget_last()
     # the kernel class is the matched rule's: decided per rule, taken by rule index
     classes = np.array([r.cls for r in rules.kernel_classes] + [None], dtype=object)
     # the working frames live in _attribute_comm alone: freed before ATTRIBUTED is built

@@ -84,6 +84,12 @@ def classify_table(table: pa.Table, rules: RuleSet) -> np.ndarray:
     return out
 
 
+def forget_last() -> None:
+    """Drop the kept answer and the columns it holds (the attribution, its last reader, calls
+    this: a worker attributing rank after rank would otherwise keep a rank's columns)."""
+    _LAST.clear()
+
+
 # (buffer identity of NAME and KIND, the columns themselves, the rules, the answer)
 _LAST: list[tuple[tuple[tuple[int, ...], ...], tuple[pa.ChunkedArray, pa.ChunkedArray],
                   RuleSet, np.ndarray]] = []
