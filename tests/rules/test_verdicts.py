@@ -79,3 +79,18 @@ def test_written_subset_placed() -> None:
     assert _rows(part) == _plain([A, B, C])
     whole = coded.placed(rows, part)
     assert _rows(whole) == _plain([A, A, B, A, C])
+
+
+def test_issuers_are_the_ranks_of_each_call_dense_or_sparse() -> None:
+    """groups._issuers against sets built row by row: dense codes (the marked pairs) and a
+    sparse range (np.unique), ranks not starting at 0."""
+    from tracekit.rules.groups import _issuers
+
+    rng = np.random.default_rng(3)
+    for calls_n, n, spread_ranks in ((5, 400, 8), (3, 10, 3), (40, 12, 64)):
+        calls = rng.integers(0, calls_n, n)
+        rank = rng.choice(np.arange(100, 100 + spread_ranks), n)
+        want = [frozenset(int(r) for c2, r in zip(calls, rank, strict=True) if c2 == c)
+                for c in range(int(calls.max()) + 1)]
+        assert _issuers(calls, rank) == want
+    assert _issuers(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)) == []

@@ -30,8 +30,10 @@ def _match(call: object, op: object, split: bool, rules: tuple[CallSiteRule, ...
     return None
 
 
-def apply_call_sites(comm: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
-    """CALL_GROUP, CALL_RULE and CALL_PATH for every communication row."""
+def apply_call_sites(comm: pd.DataFrame, rules: RuleSet) -> dict[str, pd.Series]:
+    """CALL_GROUP, CALL_RULE and CALL_PATH for every communication row (columns on
+    ``comm``'s index, for the caller to set: a frame of them would first be copied into one
+    block)."""
     compiled = [re.compile(r.match) for r in rules.call_sites]
     call, op, split = (comm[S.CALL_SITE].astype("object"), comm[S.OP].astype("object"),
                        comm[F.HAS_SPLIT])
@@ -41,8 +43,8 @@ def apply_call_sites(comm: pd.DataFrame, rules: RuleSet) -> pd.DataFrame:
     found = [_match(c, o, s is True, rules.call_sites, compiled) for c, o, s in zip(
         call.iloc[first].tolist(), op.iloc[first].tolist(), split.iloc[first].tolist(),
         strict=True)]
-    return pd.DataFrame({
+    return {
         F.CALL_GROUP: spread([r.group if r else None for r in found], codes, comm.index),
         F.CALL_RULE: spread([r.id if r else None for r in found], codes, comm.index),
         F.CALL_PATH: spread([r.path if r else None for r in found], codes, comm.index),
-    }, index=comm.index)
+    }

@@ -238,7 +238,8 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     comm[S.CALL_SITE] = pd.Series(_with_none(sites)[call_key], index=comm.index, dtype=object,
                                   copy=False)
     comm[F.CALL_KEY] = call_key.astype(np.int64)
-    comm = comm.join(apply_call_sites(comm, rules))
+    for col, values in apply_call_sites(comm, rules).items():
+        comm[col] = values
     pg_table = to_pandas(run.process_groups) if run.process_groups.num_rows else pd.DataFrame()
 
     # the evidence but the runloop thread's group is the same in both passes

@@ -321,7 +321,15 @@ def _issuers(calls: np.ndarray, rank: np.ndarray) -> list[frozenset[int]]:
         return []
     low = int(rank.min())
     width = int(rank.max()) - low + 1
-    pairs = np.unique(calls.astype(np.int64) * width + (rank.astype(np.int64) - low))
+    key = calls.astype(np.int64) * width
+    key += rank - low
+    span = (int(calls.max()) + 1) * width
+    if span <= 4 * len(key):  # dense: the pairs present marked (np.unique's sort otherwise)
+        seen = np.zeros(span, dtype=bool)
+        seen[key] = True
+        pairs = np.flatnonzero(seen)
+    else:
+        pairs = np.unique(key)
     call_of, rank_of = pairs // width, (pairs % width + low).tolist()
     bounds = np.searchsorted(call_of, np.arange(int(calls.max()) + 2)).tolist()
     return [frozenset(rank_of[a:b]) for a, b in pairwise(bounds)]
