@@ -24,6 +24,7 @@ from tracekit.model import Run
 from tracekit.schema import Kind
 
 GLOO_PREFIX = "gloo:"
+_END = "_end"  # scratch column of the rank-span aggregations (never a table column)
 
 
 @dataclass
@@ -41,14 +42,14 @@ def rank_spans(events: pa.Table) -> pa.Table:
     per_chunk = _spans_per_chunk(events)
     if per_chunk is not None:  # the parse's layout: each chunk one rank's rows
         g = per_chunk.group_by([S.RANK]).aggregate(
-            [(S.TS_NS, "min"), ("_end", "max"), (S.COUNT, "sum")])
+            [(S.TS_NS, "min"), (_END, "max"), (S.COUNT, "sum")])
         count = g.column(f"{S.COUNT}_sum")
     else:
         ends = pc.add(events.column(S.TS_NS), events.column(S.DUR_NS))
         t = pa.table({S.RANK: events.column(S.RANK), S.TS_NS: events.column(S.TS_NS),
-                      "_end": ends})
+                      _END: ends})
         g = t.group_by([S.RANK]).aggregate(
-            [(S.TS_NS, "min"), ("_end", "max"), (S.TS_NS, "count")])
+            [(S.TS_NS, "min"), (_END, "max"), (S.TS_NS, "count")])
         count = g.column(f"{S.TS_NS}_count")
     start = g.column(f"{S.TS_NS}_min")
     out = pa.table({
@@ -83,7 +84,7 @@ def _spans_per_chunk(events: pa.Table) -> pa.Table | None:
         counts.append(len(rank))
     if not ranks:
         return None
-    return pa.table({S.RANK: pa.array(ranks), S.TS_NS: pa.array(starts), "_end": pa.array(ends),
+    return pa.table({S.RANK: pa.array(ranks), S.TS_NS: pa.array(starts), _END: pa.array(ends),
                      S.COUNT: pa.array(counts, pa.int64())})
 
 
