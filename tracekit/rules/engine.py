@@ -277,8 +277,7 @@ def _group_steps(frame: pd.DataFrame, comm: pd.DataFrame, krule: np.ndarray,
     verdicts = _from_wrappers(link, world_fallback(comm, verdicts, topo, run))
     comm = comm.drop(columns=[c for c in _GROUP_SCRATCH if c in comm])
     # of the verdict, only the group is a column (the order steps read it on every row)
-    comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
-                              copy=False)
+    comm[S.GROUP] = verdicts.group_series(comm.index)
     return comm, verdicts
 
 
@@ -427,8 +426,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, verdicts: Coded, r
         source = np.flatnonzero(comm[F.LINK].to_numpy() >= 0)
         verdicts = verdicts.borrowed(comm.index.get_indexer(target), verdicts.table,
                                      verdicts.codes[source])
-        comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
-                                  copy=False)
+        comm[S.GROUP] = verdicts.group_series(comm.index)
     comm, verdicts = take_prepared(comm, verdicts)
     return _fill_wrappers(comm), verdicts  # the phases follow from the paths (``_assemble``)
 
@@ -517,8 +515,7 @@ def _from_first(comm: pd.DataFrame, first: pd.DataFrame,
         donors = [Verdict(group[r], status[r], rule[r], reason[r], ()) for r in reps.tolist()]
         rows = np.arange(len(comm)) if every else to
         verdicts = verdicts.borrowed(rows, donors, donor_of[src if every else of])
-        comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
-                                  copy=False)
+        comm[S.GROUP] = verdicts.group_series(comm.index)
     for col in _PER_LOGICAL:
         per_first = first[col].to_numpy()
         if col in (S.PATH, F.PATH_RULE):

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
-from tracekit.rules.keys import factorize, lane_time_keys, missing, row_codes
+from tracekit.rules.keys import lane_time_keys, missing, row_codes
 
 _KEYS = [S.RANK, S.PID, S.TID]
 
@@ -62,8 +62,9 @@ def nested_source(comm: pd.DataFrame, need: pd.Series, have: pd.Series) -> pd.Se
 
 
 def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
-                     columns: Sequence[str], reason_col: str | None = None) -> pd.DataFrame:
-    """Copy ``columns`` of ``table`` into rows whose ``key`` is missing, from nested rows."""
+                     columns: Sequence[str]) -> pd.DataFrame:
+    """Copy ``columns`` of ``table`` into rows whose ``key`` is missing, from nested rows
+    (the verdicts' own nesting step is ``engine._from_nested``, in code space)."""
     need = pd.Series(missing(table[key]), index=table.index)
     have = ~need
     src = nested_source(comm, need, have).dropna()
@@ -74,19 +75,7 @@ def fill_from_nested(comm: pd.DataFrame, table: pd.DataFrame, key: str,
     take = table.index.get_indexer(src.astype(np.int64).to_numpy())
     for col in columns:
         out[col] = _written(table[col], at, table[col].to_numpy()[take])
-    if reason_col is not None:
-        out[reason_col] = _written(table[reason_col], at, prefixed(
-            table[reason_col].to_numpy()[take], "nested with a decided event: "))
     return out
-
-
-def prefixed(reasons: np.ndarray, prefix: str) -> np.ndarray:
-    """``prefix + reason`` for each text reason (NaN for the others), built once per distinct
-    reason: the rows share its string (hashed and compared by reference downstream)."""
-    codes, uniques = factorize(reasons)
-    table = np.array([*(prefix + r if isinstance(r, str) else np.nan
-                        for r in uniques.tolist()), np.nan], dtype=object)  # -1: NaN
-    return table[codes] if len(codes) else np.empty(0, dtype=object)
 
 
 def _written(column: pd.Series, at: np.ndarray, values: np.ndarray) -> pd.Series:

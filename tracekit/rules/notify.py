@@ -111,6 +111,5 @@ def take_prepared(comm: pd.DataFrame, verdicts: Coded) -> tuple[pd.DataFrame, Co
                                           f"{v.reason}")
             for v, o, n in zip(theirs, comm.loc[src, S.OP].to_numpy(), names, strict=True)]
     verdicts = verdicts.written(at, made, np.arange(len(at)))
-    comm[S.GROUP] = pd.Series(verdicts.column("group"), index=comm.index, dtype=object,
-                              copy=False)
+    comm[S.GROUP] = verdicts.group_series(comm.index)
     return comm, verdicts

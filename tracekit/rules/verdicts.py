@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from tracekit import schema as S
 from tracekit.rules import frame as F
@@ -52,6 +53,10 @@ class Coded:
         """``attr`` of every row's verdict (one shared object per verdict)."""
         return np.take(self.per_verdict(attr), self.codes) if len(self.codes) \
             else np.empty(0, dtype=object)
+
+    def group_series(self, index: pd.Index) -> pd.Series:
+        """Every row's decided group as the object column the engine's frame holds."""
+        return pd.Series(self.column("group"), index=index, dtype=object, copy=False)
 
     def lacks_group(self) -> np.ndarray:
         """Per row: whether its verdict names no group."""
