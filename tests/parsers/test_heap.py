@@ -54,3 +54,23 @@ def test_without_a_c_library_nothing_is_called(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(heap, "c_library", lambda: None)
     with heap.reused_heap():
         pass
+
+
+def test_numpy_huge_pages_are_off_inside_and_restored_after_the_last_use(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heap, "c_library", lambda: None)
+    before = heap.huge_pages(True)
+    try:
+        with heap.reused_heap():
+            assert heap.huge_pages(False) is False  # off while the step runs
+            with heap.reused_heap():
+                assert heap.huge_pages(False) is False
+            assert heap.huge_pages(False) is False  # an inner use does not restore
+        assert heap.huge_pages(True) is True  # numpy's setting before the outermost use
+        heap.huge_pages(False)
+        with heap.reused_heap():
+            pass
+        assert heap.huge_pages(True) is False  # an off setting stays off
+    finally:
+        if before is not None:
+            heap.huge_pages(before)
