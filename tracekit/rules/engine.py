@@ -380,10 +380,7 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, verdicts: Coded, r
                            rule_column(by_rule, rules, "grouped_op").to_numpy(),
                            lambda at: _sizes_once(members, at, topo), issue)
     comm[S.LOGICAL_ID] = ids
-    logical_op = lop.to_numpy(dtype=object, copy=True)
-    none = np.flatnonzero(missing(logical_op))
-    logical_op[none] = comm[S.OP].to_numpy(dtype=object)[none]
-    comm[F.LOGICAL_OP] = pd.Series(logical_op, index=comm.index, dtype=object, copy=False)
+    comm[F.LOGICAL_OP] = lop
     by_rules, seen_paths = rule_paths_seen(comm, rules, topo)
     for col, values in by_rules.items():
         comm[col] = values

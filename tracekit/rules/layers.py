@@ -23,7 +23,6 @@ import pandas as pd
 from tracekit import schema as S
 from tracekit.rules import frame as F
 from tracekit.rules.grouping import (
-    as_objects,
     group_order,
     position_in_group,
     row_codes,
@@ -49,7 +48,8 @@ def issue_order(comm: pd.DataFrame) -> np.ndarray:
 def logical_ids(comm: pd.DataFrame, grouped: np.ndarray, grouped_op: np.ndarray,
                 group_size: Callable[[np.ndarray], np.ndarray],
                 issue: np.ndarray | None = None) -> tuple[pd.Series, pd.Series]:
-    """(logical id, logical op) for unit rows; linked instances are filled by the caller.
+    """(logical id, logical op): the id of unit rows (linked instances are filled by the
+    caller), the op of every row (its own OP, the rule's op for a v-collective's units).
     ``grouped`` and ``grouped_op``: the kernel rules' flag and op, by KRULE (a last entry
     for rows no rule matched), read per rule, not per row.
 
@@ -66,7 +66,7 @@ def logical_ids(comm: pd.DataFrame, grouped: np.ndarray, grouped_op: np.ndarray,
     thread = comm[S.TID].fillna(-1).to_numpy(dtype=np.int64)[at]
     if F.CALL_KEY in comm:  # the engine's call-site codes
         call = comm[F.CALL_KEY].to_numpy(dtype=np.int64)[at]
-        empty = _empty_site_code(comm[S.CALL_SITE].to_numpy()[at], call)
+        empty = _empty_site_code(comm[S.CALL_SITE].to_numpy(), at, call)
         if empty is not None:  # no call site and an empty one are the same
             call[call < 0] = empty
     else:
@@ -76,9 +76,8 @@ def logical_ids(comm: pd.DataFrame, grouped: np.ndarray, grouped_op: np.ndarray,
             call[call < 0] = list(sites).index("")
     rule = comm[F.KRULE].to_numpy()[at]
     # tested on the unit rows alone, each distinct object once (keys.missing)
-    own_meta = ~(missing(comm[S.PG_NAME].to_numpy()[at]) & missing(comm[S.PG_DESC].to_numpy()[at]))
-    located = (_is_kind(comm[S.KIND], S.Kind.KERNEL)[at]
-               | ~missing(comm[S.CALL_SITE].to_numpy()[at]))
+    own_meta = ~(missing(comm[S.PG_NAME].to_numpy()) & missing(comm[S.PG_DESC].to_numpy()))[at]
+    located = (_is_kind(comm[S.KIND], S.Kind.KERNEL) | ~missing(comm[S.CALL_SITE].to_numpy()))[at]
     rule_at = np.where(rule < 0, len(grouped) - 1, rule)
     is_grouped = np.take(_truth(np.asarray(grouped, dtype=object)), rule_at) & ~own_meta & located
     same = np.zeros(len(at), dtype=bool)
@@ -98,30 +97,27 @@ def logical_ids(comm: pd.DataFrame, grouped: np.ndarray, grouped_op: np.ndarray,
     ids = np.where(whole | (size == 1), ids, -(rows + 1))
     ids = row_codes(ids)  # numbered by first appearance
     gop = np.asarray(grouped_op, dtype=object)
-    lop = as_objects(comm[S.OP].to_numpy()[at])
     take = np.flatnonzero(whole & np.take(~np.asarray(pd.isna(gop), dtype=bool), rule_at))
-    lop[take] = np.take(gop, rule_at[take])
+    ops = comm[S.OP].to_numpy(dtype=object, copy=True)
+    ops[at[take]] = np.take(gop, rule_at[take])
     # spread over all rows by position, as a reindex would: NaN where a row is no unit (the
-    # ids then float64, the ops NaN objects)
-    if len(at) == len(comm):
-        all_ids, all_ops = np.empty(len(comm), dtype=np.int64), np.empty(len(comm), dtype=object)
-    else:
-        all_ids, all_ops = np.full(len(comm), np.nan), np.full(len(comm), np.nan, dtype=object)
+    # ids then float64)
+    all_ids = np.empty(len(comm), dtype=np.int64) if len(at) == len(comm) \
+        else np.full(len(comm), np.nan)
     all_ids[at] = ids
-    all_ops[at] = lop
     return (pd.Series(all_ids, index=comm.index, copy=False),
-            pd.Series(all_ops, index=comm.index, dtype=object, copy=False))
+            pd.Series(ops, index=comm.index, dtype=object, copy=False))
 
 
-def _empty_site_code(sites: np.ndarray, call: np.ndarray) -> int | None:
-    """The call code of an empty call site ("") among ``sites`` (coded ``call``, -1: none),
-    tested on the first row of each code; None where no site is empty."""
+def _empty_site_code(sites: np.ndarray, at: np.ndarray, call: np.ndarray) -> int | None:
+    """The call code of an empty call site ("") among ``sites[at]`` (coded ``call``, -1:
+    none), tested on the first row of each code; None where no site is empty."""
     if not len(call):
         return None
     first = np.full(int(call.max()) + 2, -1, dtype=np.int64)
     first[call[::-1] + 1] = np.arange(len(call) - 1, -1, -1)  # reversed: the first row wins
     reps = first[first >= 0]
-    empty = reps[np.asarray(sites[reps] == "", dtype=bool)]
+    empty = reps[np.asarray(sites[at[reps]] == "", dtype=bool)]
     return int(call[empty.min()]) if empty.size else None
 
 
