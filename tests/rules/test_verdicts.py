@@ -94,3 +94,18 @@ def test_issuers_are_the_ranks_of_each_call_dense_or_sparse() -> None:
                 for c in range(int(calls.max()) + 1)]
         assert _issuers(calls, rank) == want
     assert _issuers(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)) == []
+
+
+def test_group_codes_partition_rows_as_their_group_texts_do() -> None:
+    a2 = Verdict("TP", S.Status.AMBIGUOUS, "shape", "another reason", ("TP",))  # TP again
+    d = Verdict("MOE_EP", S.Status.ATTRIBUTED, "desc", "x", ("MOE_EP",))
+    coded = Coded.of([A, B, a2, d, C], np.array([0, 1, 2, 3, 4, 2, 3, 0, 1]))
+    codes = coded.group_codes()
+    texts = coded.column("group")
+    # equal groups equal codes, different groups different codes, no group -1
+    for i in range(len(codes)):
+        for j in range(len(codes)):
+            assert (codes[i] == codes[j]) == (texts[i] == texts[j] or
+                                             (texts[i] is None and texts[j] is None))
+    assert [int(c) for c, t in zip(codes, texts, strict=True) if t is None] == [-1, -1, -1]
+    assert Coded.of((), np.zeros(0, dtype=np.int32)).group_codes().shape == (0,)

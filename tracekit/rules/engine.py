@@ -374,11 +374,12 @@ def _order_and_paths(frame: pd.DataFrame, comm: pd.DataFrame, verdicts: Coded, r
     comm[F.ORDER_TS] = host_times(frame, comm[[S.TS_NS]].rename(columns={S.TS_NS: F.ORDER_TS}),
                                   comm[F.LAUNCH].to_numpy())
     members = comm[[S.RANK, S.GROUP, S.PG_RANKS]]  # what a group size is read from
+    group = verdicts.group_codes()  # the same groups, coded
     issue = issue_order(comm)  # the unit rows in issue order
     by_rule = np.arange(len(rules.kernel_classes) + 1)  # a rule attribute by KRULE, then none
     ids, lop = logical_ids(comm, rule_column(by_rule, rules, "grouped").to_numpy(),
                            rule_column(by_rule, rules, "grouped_op").to_numpy(),
-                           lambda at: _sizes_once(members, at, topo), issue)
+                           lambda at: _sizes_once(members, group, at, topo), issue)
     comm[S.LOGICAL_ID] = ids
     comm[F.LOGICAL_OP] = lop
     by_rules, seen_paths = rule_paths_seen(comm, rules, topo)
@@ -449,17 +450,18 @@ def _integral(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _sizes_once(members: pd.DataFrame, at: np.ndarray, topo: Topology | None) -> np.ndarray:
+def _sizes_once(members: pd.DataFrame, group: np.ndarray, at: np.ndarray,
+                topo: Topology | None) -> np.ndarray:
     """``_group_sizes`` of the rows of ``members`` at positions ``at``; a row without
     pg_ranks of its own has the size of its (rank, group), so one row of each such pair is
-    looked up."""
+    looked up (``group``: the rows' groups coded, ``Coded.group_codes``)."""
     plain = pd.isna(members[S.PG_RANKS].to_numpy()[at])
     out = np.full(len(at), np.nan)
     if not plain.all():
         out[~plain] = _group_sizes(members.iloc[at[~plain]], topo).to_numpy(dtype=float)
     if plain.any():
         rest = at[plain]
-        codes = row_codes([members[S.RANK].to_numpy()[rest], members[S.GROUP].to_numpy()[rest]])
+        codes = row_codes([members[S.RANK].to_numpy()[rest], group[rest]])
         out[plain] = _group_sizes(members.iloc[rest[firsts.first_rows(codes)]],
                                   topo).to_numpy(dtype=float)[codes]
     return out

@@ -58,6 +58,14 @@ class Coded:
         """Every row's decided group as the object column the engine's frame holds."""
         return pd.Series(self.column("group"), index=index, dtype=object, copy=False)
 
+    def group_codes(self) -> np.ndarray:
+        """Per row, a code of its decided group: rows of equal groups have equal codes, rows
+        without one -1 (a row's verdict code, not its group's text, is what is taken)."""
+        groups = [v.group if isinstance(v.group, str) else None for v in self.table]
+        of_verdict = pd.factorize(np.array(groups, dtype=object))[0]
+        return np.take(of_verdict, self.codes) if len(self.codes) \
+            else np.zeros(0, dtype=np.intp)
+
     def lacks_group(self) -> np.ndarray:
         """Per row: whether its verdict names no group."""
         table = np.array([not isinstance(v.group, str) for v in self.table], dtype=bool)
