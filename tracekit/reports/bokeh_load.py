@@ -67,3 +67,6 @@ def load() -> None:
         import bokeh.document
         import bokeh.embed
         import bokeh.resources  # noqa: F401
+    from tracekit.reports import bokeh_fast
+
+    bokeh_fast.loaded()

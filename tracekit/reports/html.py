@@ -254,6 +254,14 @@ def _unvalidated() -> Iterator[None]:
 def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIMELINE_MAX,
            **_options: Any) -> str:
     """The report as one HTML document with every script inline."""
+    from tracekit.reports import bokeh_fast
+
+    # bokeh's per-model repeats skipped while the page is built and written (bokeh_fast)
+    with bokeh_fast.quick():
+        return _render(analysis, title, timeline_max)
+
+
+def _render(analysis: Analysis, title: str, timeline_max: int) -> str:
     import re
 
     from tracekit.reports import html_tables
