@@ -14,6 +14,8 @@ from tracekit.reports import bokeh_fast, bokeh_load, bokeh_plot
 from tracekit.reports import html as html_report
 
 bokeh_load.load()
+pytestmark = pytest.mark.skipif(not bokeh_fast.supported(),
+                                reason="bokeh_fast patches only the bokeh releases it names")
 
 _IDS = re.compile(r'"p\d+"')
 
@@ -129,3 +131,15 @@ def test_quick_before_bokeh_is_loaded_patches_when_it_loads():
                          check=False, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_an_unchecked_bokeh_release_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bokeh
+
+    monkeypatch.setattr(bokeh, "__version__", "9.0.0")
+    assert not bokeh_fast.supported()
+    from bokeh.core.has_props import HasProps
+
+    before = HasProps.__dict__["query_properties_with_values"]
+    with bokeh_fast.quick():
+        assert HasProps.__dict__["query_properties_with_values"] is before

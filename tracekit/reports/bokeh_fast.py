@@ -9,7 +9,8 @@ Two things bokeh repeats per model that give the same answer each time, skipped 
   every property, defaults included, then keeps only the set ones: here only the kept
   ones are read (an unset property without a default still raises as bokeh's does).
 
-The document's JSON is the same, model for model (test_bokeh_fast). Property validation
+The document's JSON is the same, model for model (test_bokeh_fast), on the bokeh releases
+named in ``CHECKED``; under any other bokeh ``quick()`` changes nothing. Property validation
 stays on: bokeh's serialisation of data specs reads it (a colour field name would be written
 as a colour value without it). Outside ``quick()`` bokeh is as it was;
 nested or concurrent uses patch once (a counter under a lock). ``quick()`` imports no bokeh:
@@ -30,8 +31,23 @@ _DEPTH = [0]
 _SAVED: dict[str, Any] = {}
 
 
+# the bokeh releases (major.minor) whose internals these patches were checked against
+# (test_bokeh_fast compares the documents); any other runs as it is
+CHECKED = ("3.9",)
+
+
+def supported() -> bool:
+    """Whether the loaded bokeh is a release the patches were checked against."""
+    import bokeh
+
+    return ".".join(str(bokeh.__version__).split(".")[:2]) in CHECKED
+
+
 def _patches() -> dict[tuple[Any, str], Any] | None:
-    """(owner, attribute) -> the quick version; None for a bokeh without those internals."""
+    """(owner, attribute) -> the quick version; None for a bokeh the patches were not
+    checked against, or without those internals."""
+    if not supported():
+        return None
     from bokeh.core.has_props import HasProps
     from bokeh.core.property.descriptors import PropertyDescriptor, UnsetValueError
     from bokeh.core.property.singletons import Undefined
