@@ -367,6 +367,38 @@ def test_call_site_flag_merges_the_wrappers_value(attributed_builder) -> None:
     assert schema.CALL_SITE not in comm.column_names
 
 
+def test_comm_rows_own_text_stays_dictionary_encoded(attributed_builder, monkeypatch) -> None:
+    """GIVEN instance rows of two ranks with names, groups and phases (one phase missing)
+    and a CPU wrapper
+    WHEN building the comm rows
+    THEN the rows' own text columns (run.OWN_TEXT) are ATTRIBUTED's dictionary codes of the
+    instance rows, in the frame's column order, with the same values as the frame's."""
+    from tracekit.measure import run
+    from tracekit.measure.run import OWN_TEXT, comm_table
+
+    rows = [
+        _coll(0, 0, 10, logical_id=1, name="nccl:all_reduce", phase="dispatch"),
+        _coll(0, 0, 5, logical_id=1, is_instance=False, kind=Kind.CPU_OP, device=None,
+              name="c10d::allreduce_"),
+        _coll(1, 100, 10, logical_id=2, name="nccl:all_gather", phase=None),
+    ]
+    t = attributed_builder(rows)
+    df = crossrank.instance_rows(t)
+    comm = comm_table(t)
+    for c in OWN_TEXT:
+        assert pa.types.is_dictionary(comm.schema.field(c).type), c
+        assert comm.column(c).to_pylist() == [None if pd.isna(v) else v for v in df[c]], c
+    assert comm.column(schema.NAME).to_pylist() == ["nccl:all_reduce", "nccl:all_gather"]
+    assert comm.column(schema.PHASE).to_pylist() == ["dispatch", None]
+    # the same columns in the same order and values as the frame's strings encoded again
+    monkeypatch.setattr(run, "OWN_TEXT", ())
+    encoded = comm_table(t)
+    assert comm.column_names == encoded.column_names
+    assert not pa.types.is_dictionary(encoded.schema.field(schema.NAME).type)
+    for c in comm.column_names:
+        assert comm.column(c).to_pylist() == encoded.column(c).to_pylist(), c
+
+
 @pytest.mark.parametrize("values", [
     [["b", None, "a"], ["a", "c", None, "b"]],  # two chunks, dictionaries of their own
     [[None, None], [None]],  # nothing but nulls

@@ -134,15 +134,15 @@ def _communicators(df: pd.DataFrame, flags: pd.DataFrame, ranks: np.ndarray) -> 
     g = flags.drop(columns=[_KEY]).groupby(code, sort=True)
     out = g[list(_FLAGS)].sum().astype("int64")
     out[schema.EFFICIENCY] = _eff(g[_B].sum(), g[_T].sum())
-    side = df.assign(**{_KEY: code})
-    gs = side.groupby(_KEY, sort=True)
+    # the two columns grouped by the codes alone, not a copy of the whole frame with them
+    by_code = pd.Series(code, index=df.index, name=_KEY)
     out[schema.GROUP] = _labels(np.asarray(code, dtype=np.int64), df[schema.GROUP])
     out[schema.PG_NAME] = _firsts(code, df[schema.PG_NAME], len(keys))
     out[schema.PG_DESC] = _firsts(code, df[schema.PG_DESC], len(keys))
-    out[schema.GROUP_SIZE] = gs[crossrank.N_GROUP].max()
+    out[schema.GROUP_SIZE] = df[crossrank.N_GROUP].groupby(by_code, sort=True).max()
     out[schema.SIZE_SOURCE] = _firsts(code, df[evidence.N_SOURCE], len(keys))
     members = _firsts(code, df[crossrank.MEMBERS], len(keys))
-    seen = gs[schema.RANK].nunique()
+    seen = df[schema.RANK].groupby(by_code, sort=True).nunique()
     present: list[int] = []
     missing: list[list[int] | None] = []
     member_lists: list[list[int] | None] = []

@@ -94,15 +94,19 @@ def _key_frame(tl: Timeline, names: np.ndarray, keys: npt.NDArray[np.int64],
     """The per-key frame of (lane, phase code, layer) keys, their unions by class and their
     exposed communication."""
     n = len(keys)
+    # grouped on the phase's code, not its text: the names are sorted, so the codes sort
+    # as the names do; the names are put in once per group after
     data: dict[str, np.ndarray] = {
-        schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: names[keys[:, 1]],
+        schema.RANK: tl.lane_rank[keys[:, 0]], schema.PHASE: keys[:, 1],
         schema.LAYER: keys[:, 2],
     }
     for col, seg in zip(CLASS_COLUMNS, per_class, strict=True):
         data[col] = seg.length(n)
     data[schema.EXPOSED_NS] = exposed
-    frame = pd.DataFrame(data)
-    return frame.groupby([schema.RANK, schema.PHASE, schema.LAYER], as_index=False).sum()
+    frame = pd.DataFrame(data).groupby([schema.RANK, schema.PHASE, schema.LAYER],
+                                       as_index=False).sum()
+    frame[schema.PHASE] = names[frame[schema.PHASE].to_numpy()]
+    return frame
 
 
 def phase_table(tl: Timeline, attributed: pa.Table, measured: pd.DataFrame) -> pa.Table:

@@ -249,6 +249,11 @@ class CrossRanked:
     hardware: dict[str, object] | None  # the profile as Analysis.info["hardware"] gives it
 
 
+# comm_table's text columns that are the instance rows' own (not completed from the CPU
+# wrappers: crossrank._META): dictionary-encoded as in ATTRIBUTED
+OWN_TEXT = (schema.NAME, schema.GROUP, schema.PATH, schema.PHASE, schema.KERNEL_CLASS)
+
+
 def comm_table(attributed: pa.Table, timeline: Timeline | None = None) -> pa.Table:
     """One row per collective instance of the ranks of ``attributed`` (conformed to
     ATTRIBUTED), with its exposed (not overlapped) time: what :func:`cross_rank` reads.
@@ -269,7 +274,14 @@ def comm_table(attributed: pa.Table, timeline: Timeline | None = None) -> pa.Tab
     else:
         df[schema.EXPOSED_NS] = pd.Series(dtype="int64")
     df[crossrank.HAS_CALL_SITE] = site
-    return pa.Table.from_pandas(df, preserve_index=False)
+    # the rows' own text (no wrapper merges it) as the ATTRIBUTED dictionary codes taken,
+    # not the frame's Python strings encoded to text again (cross_rank codes them anyway)
+    own = [c for c in OWN_TEXT if c in df.columns]
+    table = pa.Table.from_pandas(df.drop(columns=own), preserve_index=False)
+    rows = pa.array(df[crossrank.ROW].to_numpy(dtype=np.int64))
+    for c in own:
+        table = table.add_column(df.columns.get_loc(c), c, attributed.column(c).take(rows))
+    return table
 
 
 def measure_ranks(attributed: pa.Table) -> RankMeasures:

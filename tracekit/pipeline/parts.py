@@ -32,8 +32,9 @@ from tracekit import schema as S
 
 PARTS = ("events", "comm", "classes", "units", "groups", "info")
 SOURCES = "sources"
-# 4: ATTRIBUTED.reason is dictionary-encoded; 3: the comm part flags the call site
-PIPELINE_VERSION = "4"
+# 5: the comm part's own text columns (run.OWN_TEXT) are dictionary-encoded; 4: ATTRIBUTED.reason
+# is dictionary-encoded; 3: the comm part flags the call site
+PIPELINE_VERSION = "5"
 
 # below this size a part is written plain: compression, statistics and dictionary pages
 # cost more time than the bytes they save (a small rank writes six parts)
