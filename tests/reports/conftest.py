@@ -14,6 +14,8 @@ defines them (transfer = min duration over members, wait = duration - transfer, 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,3 +352,15 @@ def chrome_driver() -> Any:
     yield drv
     drv.quit()
     shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_python() -> Callable[[str], None]:
+    """Runs a script in a new interpreter (nothing of this test process imported) and
+    checks that it exited cleanly printing ``ok``."""
+    def run(script: str) -> None:
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             check=False, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "ok"
+    return run

@@ -4,8 +4,7 @@ document, and bokeh as it was outside."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -126,11 +125,9 @@ print("ok")
 """
 
 
-def test_quick_before_bokeh_is_loaded_patches_when_it_loads():
-    out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True,
-                         check=False, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+def test_quick_before_bokeh_is_loaded_patches_when_it_loads(
+        fresh_python: Callable[[str], None]) -> None:
+    fresh_python(CHECK)
 
 
 def test_an_unchecked_bokeh_release_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:

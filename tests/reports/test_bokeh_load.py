@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Callable
 
 CHECK = """
 import inspect
@@ -30,10 +29,8 @@ print("ok")
 """
 
 
-def test_load_imports_bokeh_and_leaves_it_as_bokeh_makes_it():
+def test_load_imports_bokeh_and_leaves_it_as_bokeh_makes_it(
+        fresh_python: Callable[[str], None]) -> None:
     # GIVEN a fresh interpreter WHEN the report's bokeh is loaded THEN models build, glyph
     # methods take positional arguments, and later classes get their signatures
-    out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True,
-                         check=False, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    fresh_python(CHECK)
