@@ -140,3 +140,4 @@ def test_an_unchecked_bokeh_release_is_left_as_it_is(monkeypatch: pytest.MonkeyP
     before = HasProps.__dict__["query_properties_with_values"]
     with bokeh_fast.quick():
         assert HasProps.__dict__["query_properties_with_values"] is before
+        assert not bokeh_fast.active()

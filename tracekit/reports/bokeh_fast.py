@@ -127,7 +127,10 @@ def _patches() -> dict[tuple[Any, str], Any] | None:
 
 def _apply() -> None:
     """Patch bokeh (under _LOCK, inside ``quick()``, bokeh loaded, not yet patched)."""
-    for (owner, name), new in (_patches() or {}).items():
+    patches = _patches()
+    if not patches:  # a bokeh the patches were not checked against: left as it is
+        return
+    for (owner, name), new in patches.items():
         _SAVED[f"{id(owner)}.{name}"] = (owner, name, owner.__dict__[name])
         setattr(owner, name, new)
     _SAVED["applied"] = None
