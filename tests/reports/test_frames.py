@@ -200,8 +200,20 @@ def test_events_overview_equals_pandas_groupby_with_or_without_nulls(events_only
     holed = events.set_column(events.schema.get_field_index(s.DUR_NS), s.DUR_NS,
                               pa.array([None if i % 7 == 0 else v for i, v in enumerate(dur)],
                                        events.schema.field(s.DUR_NS).type))
-    for table in (events, holed):
-        # GIVEN EVENTS (with durations missing in the second) WHEN overviewed
+    by_rank = sorted((events.filter(pc.equal(events.column(s.RANK), r))
+                      for r in pc.unique(events.column(s.RANK)).to_pylist()),
+                     key=lambda t: -t.num_rows)  # ranks out of order
+    halves = [part for t in by_rank for part in (t.slice(0, t.num_rows // 2),
+                                                 t.slice(t.num_rows // 2))]
+    split = pa.Table.from_batches(
+        [b for part in halves[1::2] + halves[::2] for b in part.combine_chunks().to_batches()])
+    mixed = events.combine_chunks()  # one chunk of every rank
+    kernel = frames.codes(events, s.KIND, (s.Kind.KERNEL,)) == 0
+    assert frames._overview_chunks(split, kernel) is not None  # per-chunk sums
+    assert frames._overview_chunks(mixed, kernel) is None  # every row grouped
+    for table in (events, holed, split, mixed):
+        # GIVEN EVENTS (with durations missing in the second; a rank's rows in two chunks
+        # apart in the third; all ranks in one chunk in the last) WHEN overviewed
         got = frames.events_overview(Analysis(run=dataclass_replace(events_only.run, table)))
         # THEN as pandas' group by rank of the decoded rows gives it
         e = table.select([s.RANK, s.TS_NS, s.DUR_NS]).to_pandas()

@@ -200,7 +200,9 @@ def codes(table: pa.Table, column: str, categories: tuple[str, ...] | list[str],
             values = chunk.dictionary.to_pylist()
             lut = np.array([cats.index(v) if v in cats else -1 for v in values] + [null],
                            dtype=np.int64)
-            out.append(lut[chunk.indices.fill_null(len(values)).to_numpy()])
+            indices = chunk.indices if not chunk.indices.null_count \
+                else chunk.indices.fill_null(len(values))  # no copy without a null
+            out.append(lut[indices.to_numpy()])
         elif pa.types.is_null(chunk.type):
             out.append(np.full(len(chunk), null, dtype=np.int64))
         else:
@@ -697,19 +699,51 @@ def _overview_sums(events: pa.Table) -> pd.DataFrame | None:
                and not events.column(c).null_count for c in cols):
         return None
     kernel = codes(events, s.KIND, (s.Kind.KERNEL,)) == 0
-    t = pa.table({s.RANK: events.column(s.RANK), s.TS_NS: events.column(s.TS_NS),
-                  END_NS: pc.add(events.column(s.TS_NS), events.column(s.DUR_NS)),
-                  KERNELS: pa.array(kernel.view(np.int8))})
-    g = t.group_by([s.RANK]).aggregate([(s.TS_NS, "count"), (KERNELS, "sum"),
+    t = _overview_chunks(events, kernel)
+    if t is None:  # a chunk of several ranks: every row grouped
+        t = pa.table({s.RANK: events.column(s.RANK), s.TS_NS: events.column(s.TS_NS),
+                      END_NS: pc.add(events.column(s.TS_NS), events.column(s.DUR_NS)),
+                      KERNELS: pa.array(kernel.view(np.int8)),
+                      s.COUNT: pa.array(np.ones(events.num_rows, dtype=np.int64))})
+    g = t.group_by([s.RANK]).aggregate([(s.COUNT, "sum"), (KERNELS, "sum"),
                                         (END_NS, "max"), (s.TS_NS, "min")])
     g = g.sort_by([(s.RANK, "ascending")])
     start = g.column(f"{s.TS_NS}_min").to_numpy()
     return pd.DataFrame({
         s.RANK: g.column(s.RANK).to_numpy(),
-        s.COUNT: g.column(f"{s.TS_NS}_count").to_numpy().astype(np.int64),
+        s.COUNT: g.column(f"{s.COUNT}_sum").to_numpy().astype(np.int64),
         KERNELS: g.column(f"{KERNELS}_sum").to_numpy().astype(np.int64),
         SPAN_NS: g.column(f"{END_NS}_max").to_numpy() - start,
     })
+
+
+def _overview_chunks(events: pa.Table, kernel: np.ndarray) -> pa.Table | None:
+    """Per chunk of EVENTS (the parse writes one or more per rank): its rank, first start,
+    last end, row count and kernel count (``kernel``: per row of EVENTS), when every
+    non-empty chunk holds one rank; else None. A few reductions per chunk instead of
+    hashing every row's rank (``_overview_sums`` groups the chunks per rank)."""
+    import pyarrow.compute as pc
+
+    ranks, starts, ends, counts, offsets, at = [], [], [], [], [], 0
+    for batch in events.select([s.RANK, s.TS_NS, s.DUR_NS]).to_batches():  # rows aligned
+        rank, ts, dur = batch.columns
+        if len(rank):
+            low, high = pc.min_max(rank).values()
+            if low != high:
+                return None
+            ranks.append(low)
+            starts.append(pc.min(ts))
+            ends.append(pc.max(pc.add(ts, dur)))
+            counts.append(len(rank))
+            offsets.append(at)
+        at += len(rank)
+    if not ranks:
+        return None
+    kernels = np.add.reduceat(kernel.astype(np.int64), offsets)  # rows offsets[i]..[i+1]
+    types = events.schema.field(s.RANK).type, events.schema.field(s.TS_NS).type
+    return pa.table({s.RANK: pa.array(ranks, types[0]), s.TS_NS: pa.array(starts, types[1]),
+                     END_NS: pa.array(ends, ends[0].type), KERNELS: pa.array(kernels),
+                     s.COUNT: pa.array(counts, pa.int64())})
 
 
 # --- coverage: what the figures rest on (tracekit.measure.coverage) ---
