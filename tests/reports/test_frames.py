@@ -341,3 +341,22 @@ def test_phase_efficiency_in_arrow_equals_the_pandas_sums(analysis, bound_every)
     # THEN the same totals and efficiencies
     assert fast.equals(slow)
     assert fast[s.EFFICIENCY].notna().any() == (bound_every == 2)
+
+
+def test_kernel_rows_once_per_table_inside_shared(events_only, monkeypatch):
+    # GIVEN EVENTS and a count of the kind lookups
+    events = events_only.run.events
+    want = frames.codes(events, s.KIND, (s.Kind.KERNEL,)) == 0
+    calls = []
+    real = frames.codes
+    monkeypatch.setattr(frames, "codes", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    with frames.shared():
+        # WHEN asked twice inside shared() THEN the kind is looked up once, each caller
+        # getting its own copy (changing one leaves the next as it was)
+        first = frames.kernel_rows(events)
+        first[:] = False
+        second = frames.kernel_rows(events)
+    assert calls == [s.KIND]
+    assert second.tolist() == want.tolist() and want.any()
+    # outside shared() every call looks it up
+    assert frames.kernel_rows(events).tolist() == want.tolist() and calls == [s.KIND] * 2

@@ -212,6 +212,22 @@ def codes(table: pa.Table, column: str, categories: tuple[str, ...] | list[str],
     return np.concatenate(out)
 
 
+def kernel_rows(table: pa.Table) -> np.ndarray:
+    """Per row of ``table``, whether its kind is a device kernel; inside ``shared()`` worked
+    out once per table (the EVENTS overview, its communication sums and the plots all ask),
+    each call getting its own copy."""
+    memo = _SHARED.get()
+    if memo is None:
+        return codes(table, s.KIND, (s.Kind.KERNEL,)) == 0
+    key = (_KERNEL_ROWS, id(table))
+    if key not in memo:  # the table kept with it: its id stays its own
+        memo[key] = (table, codes(table, s.KIND, (s.Kind.KERNEL,)) == 0)
+    return memo[key][1].copy()
+
+
+_KERNEL_ROWS = "kernel_rows"  # key of a table's kernel mask in shared()'s memo
+
+
 def ratio(num: float | None, den: float | None) -> float | None:
     """num / den, or None when the denominator is zero or missing."""
     if den is None or not np.isfinite(den) or den == 0 or num is None or not np.isfinite(num):
@@ -598,7 +614,7 @@ def comm_events(analysis: Analysis) -> pd.DataFrame:
     events = analysis.run.events
     if not has_rows(events):
         return pd.DataFrame(columns=cols)
-    kernel_ops = is_valid(events, s.OP) & (codes(events, s.KIND, (s.Kind.KERNEL,)) == 0)
+    kernel_ops = is_valid(events, s.OP) & kernel_rows(events)
     summed = [s.IN_BYTES, s.DUR_NS]
     if kernel_ops.any() and s.PG_DESC in events.column_names and all(
             c in events.column_names and pa.types.is_integer(events.schema.field(c).type)
@@ -678,7 +694,7 @@ def events_overview(analysis: Analysis) -> pd.DataFrame:
         return fast
     e = to_frame(events, [s.RANK, s.TS_NS, s.DUR_NS])  # numbers only: no string decoded
     e[END_NS] = e[s.TS_NS] + e[s.DUR_NS]
-    e[KERNELS] = (codes(events, s.KIND, (s.Kind.KERNEL,)) == 0).astype(int)
+    e[KERNELS] = kernel_rows(events).astype(int)
     g = e.groupby(s.RANK, sort=True)
     out = pd.DataFrame({
         s.COUNT: g[s.TS_NS].size(),
@@ -698,7 +714,7 @@ def _overview_sums(events: pa.Table) -> pd.DataFrame | None:
     if not all(pa.types.is_integer(events.schema.field(c).type)
                and not events.column(c).null_count for c in cols):
         return None
-    kernel = codes(events, s.KIND, (s.Kind.KERNEL,)) == 0
+    kernel = kernel_rows(events)
     t = _overview_chunks(events, kernel)
     if t is None:  # a chunk of several ranks: every row grouped
         t = pa.table({s.RANK: events.column(s.RANK), s.TS_NS: events.column(s.TS_NS),

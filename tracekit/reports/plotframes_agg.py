@@ -70,7 +70,7 @@ def _kernels(analysis: Analysis) -> _Kernels:
     if table is None or not {s.RANK, s.TS_NS, s.DUR_NS, s.KIND} <= set(table.column_names):
         empty = np.zeros(0)
         return _Kernels(empty.astype(np.int64), empty, empty, empty.astype(np.int64))
-    keep = frames.codes(table, s.KIND, (s.Kind.KERNEL,)) == 0
+    keep = frames.kernel_rows(table)
     keep &= pc.is_valid(table.column(s.DUR_NS)).to_numpy(zero_copy_only=False)
     has_class = s.KERNEL_CLASS in table.column_names
     sub = table.select([s.RANK, s.TS_NS, s.DUR_NS, *([s.KERNEL_CLASS] if has_class else [])]
