@@ -7,7 +7,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from tracekit.tables import integral, masked, text_series
+from tracekit import schema as S
+from tracekit.tables import integral, masked, rank_chunks, text_series
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 65, 10_000])
@@ -75,3 +76,38 @@ def test_text_series_is_the_column_pandas_infers_from_the_strings(codes: list[in
     got = text_series(np.asarray(codes, dtype=np.int8), words, index)
     assert got.dtype == want.dtype
     pd.testing.assert_series_equal(got, want, check_names=False)
+
+
+def _chunked(*parts: tuple[list[int | None], list[int | None], list[int | None]]) -> pa.Table:
+    """One chunk per (ranks, starts, durations) part."""
+    fields = [(S.RANK, pa.int32()), (S.TS_NS, pa.int64()), (S.DUR_NS, pa.int64())]
+    schema = pa.schema(fields)
+    return pa.Table.from_batches(
+        [pa.record_batch([pa.array(c, t) for c, (_, t) in zip(part, fields, strict=True)],
+                         schema=schema) for part in parts], schema=schema)
+
+
+def test_rank_chunks_per_chunk_spans_and_offsets() -> None:
+    events = _chunked(([1, 1], [10, 5], [3, 1]), ([], [], []), ([0, 0, 0], [7, 9, 8], [1, 4, 0]),
+                      ([1], [20], [2]))
+    chunks = rank_chunks(events, "end")
+    assert chunks is not None
+    table, offsets = chunks
+    # rank, first start, last end (ts + dur), rows; the empty chunk left out
+    assert table.to_pylist() == [
+        {S.RANK: 1, S.TS_NS: 5, "end": 13, S.COUNT: 2},
+        {S.RANK: 0, S.TS_NS: 7, "end": 13, S.COUNT: 3},
+        {S.RANK: 1, S.TS_NS: 20, "end": 22, S.COUNT: 1}]
+    assert offsets == [0, 2, 5]
+    assert table.schema.field(S.RANK).type == pa.int32()  # the events' own types
+
+
+@pytest.mark.parametrize("parts", [
+    (([0, 1], [1, 2], [1, 1]),),  # a chunk of two ranks
+    (([0, 0], [1, None], [1, 1]),),  # a null start
+    (([0], [1], [None]),),  # a null duration
+    (([None], [1], [1]),),  # a null rank
+    (([], [], []),),  # no rows
+])
+def test_rank_chunks_declines_what_a_row_wise_group_by_must_do(parts) -> None:
+    assert rank_chunks(_chunked(*parts), "end") is None

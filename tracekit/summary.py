@@ -22,6 +22,7 @@ from tracekit import schema as S
 from tracekit.measure.textmask import text_mask
 from tracekit.model import Run
 from tracekit.schema import Kind
+from tracekit.tables import rank_chunks
 
 GLOO_PREFIX = "gloo:"
 _END = "_end"  # scratch column of the rank-span aggregations (never a table column)
@@ -39,9 +40,9 @@ class Summary:
 
 
 def rank_spans(events: pa.Table) -> pa.Table:
-    per_chunk = _spans_per_chunk(events)
-    if per_chunk is not None:  # the parse's layout: each chunk one rank's rows
-        g = per_chunk.group_by([S.RANK]).aggregate(
+    chunks = rank_chunks(events, _END)
+    if chunks is not None:  # the parse's layout: each chunk one rank's rows
+        g = chunks[0].group_by([S.RANK]).aggregate(
             [(S.TS_NS, "min"), (_END, "max"), (S.COUNT, "sum")])
         count = g.column(f"{S.COUNT}_sum")
     else:
@@ -59,33 +60,6 @@ def rank_spans(events: pa.Table) -> pa.Table:
         S.COUNT: count,
     })
     return out.sort_by([(S.RANK, "ascending")])
-
-
-def _spans_per_chunk(events: pa.Table) -> pa.Table | None:
-    """Per chunk of rows (the parse writes one or more per rank), its rank, first start,
-    last end and row count, when every non-empty chunk holds one rank and no null start,
-    duration or rank; else None. A few reductions per chunk instead of hashing every row's
-    rank."""
-    if not events.num_rows:
-        return None
-    ranks, starts, ends, counts = [], [], [], []
-    for batch in events.select([S.RANK, S.TS_NS, S.DUR_NS]).to_batches():  # rows aligned
-        rank, ts, dur = batch.columns
-        if not len(rank):
-            continue
-        if rank.null_count or ts.null_count or dur.null_count:
-            return None
-        low, high = pc.min_max(rank).values()
-        if low != high:
-            return None
-        ranks.append(low)
-        starts.append(pc.min(ts))
-        ends.append(pc.max(pc.add(ts, dur)))
-        counts.append(len(rank))
-    if not ranks:
-        return None
-    return pa.table({S.RANK: pa.array(ranks), S.TS_NS: pa.array(starts), _END: pa.array(ends),
-                     S.COUNT: pa.array(counts, pa.int64())})
 
 
 def _class_codes(events: pa.Table) -> tuple[np.ndarray, list[str]]:

@@ -14,6 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit import schema as S
+
 
 def decoded(table: pa.Table) -> pa.Table:
     """The same table with every dictionary column decoded to its value type."""
@@ -135,6 +137,33 @@ def integral(values: np.ndarray, kind: pa.DataType) -> pa.Array:
     if not np.logical_or(whole == values, missing).all():
         raise ValueError("float values with a fraction cannot be cast to an integer type")
     return masked(whole, missing, kind)
+
+
+def rank_chunks(events: pa.Table, end: str) -> tuple[pa.Table, list[int]] | None:
+    """Per non-empty chunk of ``events`` (the parse writes one or more per rank): its RANK,
+    first start (TS_NS), last end (column ``end``) and row COUNT, and the chunks' first-row
+    offsets; None when a chunk holds several ranks or a rank, start or duration is null. A
+    few reductions per chunk instead of hashing every row's rank (the summary's rank spans
+    and the reports' events overview group these rows per rank)."""
+    ranks, starts, ends, counts, offsets, at = [], [], [], [], [], 0
+    for batch in events.select([S.RANK, S.TS_NS, S.DUR_NS]).to_batches():  # rows aligned
+        rank, ts, dur = batch.columns
+        if len(rank):
+            if rank.null_count or ts.null_count or dur.null_count:
+                return None
+            low, high = pc.min_max(rank).values()
+            if low != high:
+                return None
+            ranks.append(low)
+            starts.append(pc.min(ts))
+            ends.append(pc.max(pc.add(ts, dur)))
+            counts.append(len(rank))
+            offsets.append(at)
+        at += len(rank)
+    if not ranks:
+        return None
+    return pa.table({S.RANK: pa.array(ranks), S.TS_NS: pa.array(starts), end: pa.array(ends),
+                     S.COUNT: pa.array(counts, pa.int64())}), offsets
 
 
 def text_series(codes: np.ndarray, words: Sequence[str], index: pd.Index) -> pd.Series:

@@ -7,7 +7,7 @@ import math
 import pyarrow.compute as pc
 import pytest
 
-from tracekit import api
+from tracekit import api, tables
 from tracekit import schema as s
 from tracekit.api import Analysis
 from tracekit.reports import frames
@@ -208,9 +208,8 @@ def test_events_overview_equals_pandas_groupby_with_or_without_nulls(events_only
     split = pa.Table.from_batches(
         [b for part in halves[1::2] + halves[::2] for b in part.combine_chunks().to_batches()])
     mixed = events.combine_chunks()  # one chunk of every rank
-    kernel = frames.codes(events, s.KIND, (s.Kind.KERNEL,)) == 0
-    assert frames._overview_chunks(split, kernel) is not None  # per-chunk sums
-    assert frames._overview_chunks(mixed, kernel) is None  # every row grouped
+    assert tables.rank_chunks(split, "end") is not None  # per-chunk sums
+    assert tables.rank_chunks(mixed, "end") is None  # every row grouped
     for table in (events, holed, split, mixed):
         # GIVEN EVENTS (with durations missing in the second; a rank's rows in two chunks
         # apart in the third; all ranks in one chunk in the last) WHEN overviewed

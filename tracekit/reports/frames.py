@@ -26,6 +26,7 @@ from tracekit import schema as s
 from tracekit.model import Analysis
 from tracekit.reports import digest
 from tracekit.rules.labels import PathLabel
+from tracekit.tables import rank_chunks
 
 # Columns that reports derive (not schema columns): named once here.
 KERNELS = "kernels"  # device kernels per rank
@@ -715,8 +716,13 @@ def _overview_sums(events: pa.Table) -> pd.DataFrame | None:
                and not events.column(c).null_count for c in cols):
         return None
     kernel = kernel_rows(events)
-    t = _overview_chunks(events, kernel)
-    if t is None:  # a chunk of several ranks: every row grouped
+    chunks = rank_chunks(events, END_NS)
+    if chunks is not None:  # the parse's layout: each chunk one rank's rows
+        t, offsets = chunks
+        # the kernels of rows offsets[i] .. offsets[i + 1]
+        t = t.append_column(KERNELS, pa.array(np.add.reduceat(kernel.astype(np.int64),
+                                                              offsets)))
+    else:  # a chunk of several ranks: every row grouped
         t = pa.table({s.RANK: events.column(s.RANK), s.TS_NS: events.column(s.TS_NS),
                       END_NS: pc.add(events.column(s.TS_NS), events.column(s.DUR_NS)),
                       KERNELS: pa.array(kernel.view(np.int8)),
@@ -731,35 +737,6 @@ def _overview_sums(events: pa.Table) -> pd.DataFrame | None:
         KERNELS: g.column(f"{KERNELS}_sum").to_numpy().astype(np.int64),
         SPAN_NS: g.column(f"{END_NS}_max").to_numpy() - start,
     })
-
-
-def _overview_chunks(events: pa.Table, kernel: np.ndarray) -> pa.Table | None:
-    """Per chunk of EVENTS (the parse writes one or more per rank): its rank, first start,
-    last end, row count and kernel count (``kernel``: per row of EVENTS), when every
-    non-empty chunk holds one rank; else None. A few reductions per chunk instead of
-    hashing every row's rank (``_overview_sums`` groups the chunks per rank)."""
-    import pyarrow.compute as pc
-
-    ranks, starts, ends, counts, offsets, at = [], [], [], [], [], 0
-    for batch in events.select([s.RANK, s.TS_NS, s.DUR_NS]).to_batches():  # rows aligned
-        rank, ts, dur = batch.columns
-        if len(rank):
-            low, high = pc.min_max(rank).values()
-            if low != high:
-                return None
-            ranks.append(low)
-            starts.append(pc.min(ts))
-            ends.append(pc.max(pc.add(ts, dur)))
-            counts.append(len(rank))
-            offsets.append(at)
-        at += len(rank)
-    if not ranks:
-        return None
-    kernels = np.add.reduceat(kernel.astype(np.int64), offsets)  # rows offsets[i]..[i+1]
-    types = events.schema.field(s.RANK).type, events.schema.field(s.TS_NS).type
-    return pa.table({s.RANK: pa.array(ranks, types[0]), s.TS_NS: pa.array(starts, types[1]),
-                     END_NS: pa.array(ends, ends[0].type), KERNELS: pa.array(kernels),
-                     s.COUNT: pa.array(counts, pa.int64())})
 
 
 # --- coverage: what the figures rest on (tracekit.measure.coverage) ---
