@@ -111,3 +111,35 @@ def test_rank_chunks_per_chunk_spans_and_offsets() -> None:
 ])
 def test_rank_chunks_declines_what_a_row_wise_group_by_must_do(parts) -> None:
     assert rank_chunks(_chunked(*parts), "end") is None
+
+
+@pytest.mark.parametrize("rows", [[0, 2, 3, 4, 6, 9, 10], [], [5], [7, 8], list(range(11))])
+def test_to_frame_of_rows_is_the_whole_frames_rows(rows: list[int]) -> None:
+    """GIVEN chunked number and text columns (nulls in some chunks only, an empty chunk, an
+    integer chunk without nulls in a column with some) WHEN converting only some rows THEN
+    the frame is the whole table's frame at those rows: values, dtypes and index."""
+    from tracekit.tables import to_frame
+
+    def chunked(parts: list[list], kind: pa.DataType) -> pa.ChunkedArray:
+        return pa.chunked_array([pa.array(p, kind) for p in parts], kind)
+
+    table = pa.table({
+        "i": chunked([[1, None, 3, 4], [5, 6], [], [7, 8, 9, 10, 11]], pa.int64()),
+        "n": chunked([[1, 2, 3, 4], [5, 6], [], [7, 8, 9, 10, 11]], pa.int32()),
+        "f": chunked([[0.5, 1.5, None, 2.5], [3.5, 4.5], [], [5.5, 6.5, 7.5, None, 9.5]],
+                     pa.float64()),
+        "s": chunked([["a", None, "b", "a"], ["c", "c"], [], [None, "d", "a", "e", "b"]],
+                     pa.string()),
+        "b": chunked([[True, False, None, True], [False, True], [],
+                      [True, True, False, None, False]], pa.bool_()),
+    })
+    whole = to_frame(table)
+    at = np.asarray(rows, dtype=np.int64)
+    got = to_frame(table, rows=at)
+    want = whole.iloc[at]
+    assert list(got.columns) == list(want.columns)
+    assert got.index.tolist() == rows
+    for name in want.columns:
+        assert got[name].dtype == want[name].dtype, name
+        assert got[name].isna().tolist() == want[name].isna().tolist(), name
+        assert got[name].dropna().tolist() == want[name].dropna().tolist(), name

@@ -112,6 +112,8 @@ def _column(column: pa.ChunkedArray, field: pa.Field, rows: pa.Array | None,
     series = decoded(pa.table({field.name: column})).combine_chunks().to_pandas()[field.name]
     if pa.types.is_integer(kind) and whole_nulls and series.dtype != np.float64:
         series = series.astype(np.float64)
+    if pa.types.is_boolean(kind) and whole_nulls and series.dtype == bool:
+        series = series.astype(object)  # pandas' conversion of a boolean column with nulls
     return series
 
 
