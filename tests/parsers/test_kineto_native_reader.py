@@ -383,3 +383,63 @@ def test_no_block_after_a_false_boundary_is_decoded(
     assert len(calls) == 1
     # AND the msgspec reader gives the same tables as before
     assert_same(path, monkeypatch)
+
+
+def _gzipped(path: Path) -> Path:
+    import gzip
+
+    out = path.with_name(path.name + ".gz")
+    out.write_bytes(gzip.compress(path.read_bytes()))
+    path.unlink()
+    return out
+
+
+def test_a_gzip_block_is_inflated_in_pieces_below_the_mmap_threshold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a gzipped trace and a small piece size
+    monkeypatch.setattr(kineto_read, "INFLATE_PIECE", 1000)
+    path = _gzipped(write(tmp_path / "t.json", threads() + [e for i in range(40) for e in step(i)]))
+    stream = kineto_read.open_trace(path)
+    asked: list[int] = []
+    inner = stream.inner  # type: ignore[attr-defined]
+    real = inner.readinto
+    monkeypatch.setattr(inner, "readinto", lambda b: asked.append(len(b)) or real(b))
+    # WHEN one readinto asks for more than the whole text
+    import gzip
+
+    text = gzip.decompress(path.read_bytes())
+    buf = bytearray(len(text) + 5000)
+    got = stream.readinto(buf)
+    # THEN the buffer holds the whole text, read in pieces of at most INFLATE_PIECE, and
+    # the stream counted every byte (the decompression-bomb limits read the count)
+    assert got == len(text) and bytes(buf[:got]) == text
+    assert max(asked) <= 1000 and len(asked) >= len(text) // 1000
+    assert stream.out == len(text)  # type: ignore[attr-defined]
+    assert stream.readinto(bytearray(10)) == 0  # the end of the stream
+
+
+def test_a_runs_gzip_files_reuse_one_another_s_block_buffers_while_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN two gzipped traces of several blocks each (read through the ring)
+    monkeypatch.setattr(kineto_read, "CHUNK_BYTES", 700)
+    paths = [_gzipped(write(tmp_path / f"t{n}.json",
+                            threads() + [e for i in range(30 + n) for e in step(i)]))
+             for n in range(2)]
+    alone = [load_kineto_file(p).events for p in paths]
+    made: list[int] = []
+    real = kineto_native_reader._block_buffer
+    monkeypatch.setattr(kineto_native_reader, "_block_buffer",
+                        lambda size: made.append(id(b := real(size))) or b)
+    # WHEN both are read inside kept_block_buffers()
+    with kineto_native_reader.kept_block_buffers():
+        kept = [load_kineto_file(p).events for p in paths]
+        spare = list(kineto_native_reader._SPARE)
+    # THEN the second file's ring took the first's three buffers, EVENTS are as read
+    # alone, and nothing is kept after the scope
+    assert len(made) == 6 and set(made[3:]) == set(made[:3])
+    assert [id(b) for b in spare] and {id(b) for b in spare} <= set(made)
+    assert all(k.equals(a) for k, a in zip(kept, alone, strict=True))
+    assert kineto_native_reader._SPARE == []
+    # AND outside the scope a finished ring's buffers are not kept
+    load_kineto_file(paths[0])
+    assert kineto_native_reader._SPARE == []

@@ -26,6 +26,7 @@ never imports the Ascend parser.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 from collections.abc import Sequence
@@ -100,8 +101,11 @@ def load_run(path: Path, options: LoadOptions) -> Run:
         # starting a pool or a Dask cluster (tracekit's import in each worker, the tables
         # pickled back) costs more than the reads
         options = dataclasses.replace(options, jobs=1, engine="local", scheduler=None)
-    results = _map([(fmt.__name__, item, cache_dir) for item in inputs], options,
-                   [0 if hit else item.size for item, hit in zip(inputs, cached, strict=True)])
+    # a format's run_scope: what it keeps from one rank file to the next in this process
+    with getattr(fmt, "run_scope", contextlib.nullcontext)():
+        results = _map([(fmt.__name__, item, cache_dir) for item in inputs], options,
+                       [0 if hit else item.size
+                        for item, hit in zip(inputs, cached, strict=True)])
     ranks, skipped = _apply_policy(path, fmt, results, options.on_error)
     run: Run = fmt.assemble(path, ranks, skipped)
     return run

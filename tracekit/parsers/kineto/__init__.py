@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from tracekit.parsers.kineto.comm import kernel_rules_digest, parse_int_list
 from tracekit.parsers.kineto.dict_codes import conform
 from tracekit.parsers.kineto.files import trace_files
 from tracekit.parsers.kineto.heap import reused_heap
+from tracekit.parsers.kineto.native_reader import kept_block_buffers
 from tracekit.parsers.kineto.parse import no_gc, parse_file, release_memory
 from tracekit.parsers.kineto.sparse_columns import SMALL_ROWS, lean_memory
 from tracekit.parsers.names import rank_from_name
@@ -221,6 +222,12 @@ def _plain(schema: pa.Schema) -> pa.Schema:
 
 
 # ------------------------------------------------------------------ per-rank driver
+
+
+def run_scope() -> AbstractContextManager[None]:
+    """What the driver enters while it parses a run's ranks in this process: each file's
+    block buffers go on to the next file (``native_reader.kept_block_buffers``)."""
+    return kept_block_buffers()
 
 
 def rank_inputs(path: Path, options: LoadOptions) -> list[RankInput]:

@@ -24,6 +24,7 @@ import dataclasses
 import io
 import mmap
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -261,9 +262,14 @@ class _Ring:
 
     def __init__(self, lib: Any, rest: bytes, path: Path) -> None:
         self.lib, self.path, self.done = lib, path, 0
-        self.bufs = [np.empty(2 * R.CHUNK_BYTES, dtype=np.uint8) for _ in range(3)]
+        self.bufs = [_block_buffer(2 * R.CHUNK_BYTES) for _ in range(3)]
         self.k = 0
         self.carry = np.frombuffer(rest, dtype=np.uint8)
+
+    def release(self) -> None:
+        """Hand the buffers to the next file's ring (``kept_block_buffers``)."""
+        _give_back(self.bufs)
+        self.bufs = []
 
     def fill(self, stream: BinaryIO) -> tuple[np.ndarray, int, int] | None:
         """Read the next block: (buffer, bytes in it, end of its last complete event; 0:
@@ -291,6 +297,45 @@ class _Ring:
         if cut:  # the next buffer only after one handed out (one without a cut is all carry:
             self.k += 1  # moving on would reuse, too early, the buffer being scanned)
         return buf, have, cut
+
+
+# block buffers of finished rings, kept for the next file's ring while kept_block_buffers()
+# is entered (a 16 MiB buffer of its own for each of a file's three blocks faults its
+# pages in anew: 8 x 6k minor faults over the 8-rank synth run's gzipped ranks)
+_SPARE: list[np.ndarray] = []
+_SPARE_LOCK = threading.Lock()
+_keeping = [0]  # how many kept_block_buffers() are entered
+KEPT_BUFFERS = 6  # two rings: the ranks parsed two at a time (tracekit.engine.threads)
+
+
+def _block_buffer(size: int) -> np.ndarray:
+    """A kept buffer of at least ``size`` bytes, else a new one."""
+    with _SPARE_LOCK:
+        for i, buf in enumerate(_SPARE):
+            if len(buf) >= size:
+                return _SPARE.pop(i)
+    return np.empty(size, dtype=np.uint8)
+
+
+def _give_back(bufs: list[np.ndarray]) -> None:
+    with _SPARE_LOCK:
+        if _keeping[0]:
+            _SPARE.extend(bufs[:max(0, KEPT_BUFFERS - len(_SPARE))])
+
+
+@contextlib.contextmanager
+def kept_block_buffers() -> Iterator[None]:
+    """While entered, a finished file's block buffers go to the next file's ring; on the
+    last exit they are freed (their pages are not held past the parse)."""
+    with _SPARE_LOCK:
+        _keeping[0] += 1
+    try:
+        yield
+    finally:
+        with _SPARE_LOCK:
+            _keeping[0] -= 1
+            if not _keeping[0]:
+                _SPARE.clear()
 
 
 class _Windows:
@@ -375,7 +420,10 @@ def _blocks(acc: _Feeder, side: _Side, stream: BinaryIO, rest: bytes,
             pending = (job, buf)
         if pending is not None:
             _collect(side, *pending)
-    return ring.carry.tobytes()
+    final = ring.carry.tobytes()
+    if isinstance(ring, _Ring):  # every block scanned and taken: no view of them is left
+        ring.release()
+    return final
 
 
 def _read_on(ring: _Ring | _Windows, stream: BinaryIO, *read: tuple[np.ndarray, int, int],

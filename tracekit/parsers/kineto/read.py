@@ -29,6 +29,9 @@ from tracekit.limits import (
 )
 
 CHUNK_BYTES = 8 << 20  # measured: same speed as 16 MB, lower peak memory
+# what one call of the decompressor fills of a block: below sparse_columns.LARGE_BLOCK, so
+# that its output object comes from the heap (BoundedGzip.readinto)
+INFLATE_PIECE = 512 << 10
 _GZIP_MAGIC = b"\x1f\x8b"
 _EVENTS_KEY = b'"traceEvents"'
 _WS = b" \t\r\n"
@@ -101,9 +104,20 @@ class BoundedGzip(io.BufferedIOBase):
         return data
 
     def readinto(self, buffer: object) -> int:
-        n = self.inner.readinto(buffer)  # type: ignore[attr-defined]
-        self._count(n or 0)
-        return n  # type: ignore[no-any-return]
+        """Fill ``buffer`` (up to its end or the stream's) in pieces of at most
+        ``INFLATE_PIECE``: the decompressor hands out each piece as a fresh bytes object
+        before it is copied in, and a piece that size comes from glibc's heap and is reused
+        by the next one, where one object the size of the buffer (CHUNK_BYTES) got pages of
+        its own (``sparse_columns.lean_memory``) that faulted in afresh for every block."""
+        view = memoryview(buffer).cast("B")  # type: ignore[arg-type]
+        done = 0
+        while done < len(view):
+            n = self.inner.readinto(view[done:done + INFLATE_PIECE])  # type: ignore[attr-defined]
+            if not n:
+                break
+            self._count(n)
+            done += n
+        return done
 
     def readable(self) -> bool:
         return True
