@@ -74,3 +74,17 @@ def test_numpy_huge_pages_are_off_inside_and_restored_after_the_last_use(
     finally:
         if before is not None:
             heap.huge_pages(before)
+
+
+def test_without_trim_the_outermost_use_restores_but_keeps_the_pages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    libc = _Libc()
+    monkeypatch.setattr(heap, "c_library", lambda: libc)
+    with heap.reused_heap(trim=False), heap.reused_heap():  # the inner use's trim is not
+        pass  # the outermost's
+    assert libc.calls[2:] == [("mallopt", -1, heap.DEFAULT_TRIM),
+                              ("mallopt", -3, heap.LARGE_BLOCK)]
+    libc.calls.clear()
+    with heap.reused_heap(), heap.reused_heap(trim=False):
+        pass
+    assert libc.calls[-1] == ("malloc_trim", 0)

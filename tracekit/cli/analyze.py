@@ -303,7 +303,8 @@ def command(path: Path, json_out: Path | None, parquet_out: Path | None,
         click.echo(stored[1].decode(), nl=False)
         return
     with plan, contextlib.ExitStack() as stack:
-        outcome = analyze_request(request, key)
+        # the reports run under the stages' allocation policy (InMemory): one heap for all
+        outcome = analyze_request(request, key, scope=stack)
         analysis, summary = outcome.analysis, outcome.summary
         if partitioned is not None or not summary_only:
             # the reports and the terminal one read the same sums (pandas is loaded by now)

@@ -9,6 +9,7 @@ only when a stage runs: a cache hit loads none of them, and keying a request
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,10 +51,13 @@ class Outcome:
 _UNSET = ""  # analyze_request's ``key`` when the caller did not compute it
 
 
-def analyze_request(req: Request, key: str | None = _UNSET) -> Outcome:
+def analyze_request(req: Request, key: str | None = _UNSET,
+                    scope: contextlib.ExitStack | None = None) -> Outcome:
     """Run ``req``: from the derived cache when it holds this analysis, else every stage.
     ``key``: :func:`derived_key` of ``req`` when the caller computed it already (the CLI
-    keys a request once, for the cache entry and its stored reports)."""
+    keys a request once, for the cache entry and its stored reports). ``scope``: the stages
+    after the parse enter their allocation policy there, and the caller's reports run under
+    it until the caller closes it (tracekit.pipeline.in_memory.InMemory)."""
     if req.partitioned is not None:
         # imported here to keep pandas (the measure stage) out of a command's start-up: a
         # bad input is refused before any stage module loads
@@ -69,18 +73,22 @@ def analyze_request(req: Request, key: str | None = _UNSET) -> Outcome:
     if hit is not None and (req.variant == "check" or hit.summary is not None):
         progress.note(f"derived results from the cache ({key})")
         return Outcome(hit.analysis, hit.summary, cached=True)
-    return _compute(req, key)
+    return _compute(req, key, scope)
 
 
-def _compute(req: Request, key: str | None) -> Outcome:
+def _compute(req: Request, key: str | None, scope: contextlib.ExitStack | None) -> Outcome:
     from tracekit.model import Analysis
     from tracekit.pipeline.in_memory import InMemory
     from tracekit.pipeline.stages import analyze, execute
 
     ex = InMemory(req.options, source=req.path, load=req.load,
-                  flight_recorder=req.flight_recorder, summarize=req.variant == "analyze")
+                  flight_recorder=req.flight_recorder, summarize=req.variant == "analyze",
+                  scope=scope)
     if req.summary_only:
-        execute(ex, last="parse")
+        try:
+            execute(ex, last="parse")
+        finally:
+            ex.close()
         assert ex.run is not None and ex.summary is not None
         return Outcome(Analysis(run=ex.run, extra_tables=ex.summary.tables(),
                                 source=str(req.path)), ex.summary)

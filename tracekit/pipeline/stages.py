@@ -82,6 +82,11 @@ class Execution(ABC):
     def result(self) -> Analysis:
         """The Analysis once every stage ran."""
 
+    def close(self) -> None:
+        """Release what the stages held for one another (an allocation policy); nothing by
+        default. :func:`analyze` calls it, after the result or an error."""
+        return None
+
     def _ran_inside(self, stage: str) -> None:
         raise NotImplementedError(
             f"{type(self).__name__} runs {stage} inside {self.inside.get(stage, 'no stage')}")
@@ -106,8 +111,11 @@ def execute(execution: Execution, *, first: str = "parse", last: str = "findings
 
 def analyze(execution: Execution, *, first: str = "parse") -> Analysis:
     """Every stage from ``first`` on, then the execution's Analysis."""
-    execute(execution, first=first)
-    return execution.result()
+    try:
+        execute(execution, first=first)
+        return execution.result()
+    finally:
+        execution.close()
 
 
 def concat_findings(*tables: pa.Table | None) -> pa.Table:

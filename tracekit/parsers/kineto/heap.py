@@ -48,18 +48,23 @@ DEFAULT_TRIM = 128 << 10
 _LOCK = threading.Lock()
 _depth = [0]
 _huge: list[bool | None] = [None]  # numpy's huge-page setting before the outermost use
+_trim = [True]  # the outermost use's ``trim``
 
 
 @contextmanager
-def reused_heap() -> Iterator[None]:
+def reused_heap(*, trim: bool = True) -> Iterator[None]:
     """Blocks below ``REUSED_BLOCK`` from glibc's heap, and ``KEPT_TOP`` of its free top kept,
     while the body runs; the outermost of nested or concurrent uses (a rank's EVENTS built
     while another thread attributes) sets both, and on exit
-    sets the parse's thresholds (glibc has no getter to restore from) and trims."""
+    sets the parse's thresholds (glibc has no getter to restore from) and, with ``trim``
+    (the outermost use's), gives the heap's free pages back: not worth its system time
+    when the process ends next (the CLI's scope, tracekit.pipeline.in_memory)."""
     libc = c_library()
     with _LOCK:
         outermost = not _depth[0]
         _depth[0] += 1
+        if outermost:
+            _trim[0] = trim
     if outermost:
         _huge[0] = huge_pages(False)
     if outermost and libc is not None:
@@ -76,7 +81,8 @@ def reused_heap() -> Iterator[None]:
             with suppress(AttributeError):
                 libc.mallopt(_M_TRIM_THRESHOLD, DEFAULT_TRIM)
                 libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
-                libc.malloc_trim(0)
+                if _trim[0]:
+                    libc.malloc_trim(0)
         if last and _huge[0] is not None:
             huge_pages(_huge[0])
 
