@@ -128,3 +128,25 @@ def test_a_run_read_already_enters_it_at_the_attribute_stage(libc: _Libc,
     assert ex.depths["measure"] == 1
     assert libc.calls.count(SET) == 1 and libc.calls[-1] == TRIM
     assert heap._depth[0] == 0
+
+
+def test_a_partitioned_worker_attributes_and_measures_inside_it(
+        libc: _Libc, run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.pipeline import per_rank
+    from tracekit.pipeline.partitioned import Partitioned
+
+    depths: list[int] = []
+    measure = per_rank.measure_ranks
+
+    def watched(attributed: Any) -> Any:
+        depths.append(heap._depth[0])
+        return measure(attributed)
+
+    monkeypatch.setattr(per_rank, "measure_ranks", watched)
+    stages.analyze(Partitioned(run_dir, tmp_path / "parts", AnalyzeOptions(hardware="h200"),
+                               LoadOptions(jobs=1)))
+    # THEN each rank group (the worker runs in this process with one job) was measured under
+    # the policy, set and trimmed once per group
+    assert depths and all(d >= 1 for d in depths)
+    assert libc.calls.count(TRIM) == libc.calls.count(SET) >= 1
+    assert heap._depth[0] == 0

@@ -24,6 +24,7 @@ from tracekit.measure.crossrank import ROW
 from tracekit.measure.run import measure_ranks
 from tracekit.model import LoadOptions, Run
 from tracekit.parsers import load_run
+from tracekit.parsers.kineto.heap import reused_heap
 from tracekit.pipeline import batch_split, parts
 from tracekit.pipeline.batches import BatchTask, RankDone
 from tracekit.pipeline.rank_measures import unattributed
@@ -139,7 +140,15 @@ def _attribute_and_measure(task: BatchTask, run: Run, topo: Any) -> _Measured:
 
 
 def _process_group(task: BatchTask, group: list[_Parsed], topo: Any) -> dict[str, RankDone]:
-    """Attribute and measure the ranks of ``group`` together, then write each rank apart."""
+    """Attribute and measure the ranks of ``group`` together, then write each rank apart,
+    under one allocation policy (heap.reused_heap, as the in-memory run's stages after the
+    parse): its end gives the worker's heap back before the next task's parse."""
+    with reused_heap():
+        return _attribute_measure_write(task, group, topo)
+
+
+def _attribute_measure_write(task: BatchTask, group: list[_Parsed], topo: Any
+                             ) -> dict[str, RankDone]:
     started = time.perf_counter()
     run = group[0].run if len(group) == 1 else Run(
         pa.concat_tables([p.run.events for p in group]),
