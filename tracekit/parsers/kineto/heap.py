@@ -1,7 +1,9 @@
 """The allocation policy of the steps that allocate and free many column-sized temporaries
 (glibc only; elsewhere nothing changes): building EVENTS after the native scan
-(tracekit.parsers.kineto.events_table.build_events_from) and the attribute stage
-(tracekit.rules.engine).
+(tracekit.parsers.kineto.events_table.build_events_from) and the stages after the parse: the
+in-memory run (tracekit.pipeline.in_memory) enters one policy for all of them, from the first
+summary to the last report, and the partitioned worker (tracekit.pipeline.per_rank) one per
+rank group, so a stage reuses the pages the one before it freed.
 
 The parse leaves glibc giving every block of ``LARGE_BLOCK`` (1 MiB) or more pages of its own,
 unmapped when freed (``tracekit.parsers.kineto.sparse_columns.lean_memory``: that keeps the
