@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +44,32 @@ def sample_traces() -> Path:
     if not any(SAMPLE_TRACES.glob("*/manifest.json")):
         pytest.skip("sample_traces/ has no scenarios yet (make sample-traces)")
     return SAMPLE_TRACES
+
+
+@dataclass
+class RecordingLibc:
+    """Stands in for the C library of tracekit.parsers.kineto.heap: records each call."""
+
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+@pytest.fixture()
+def libc(monkeypatch: pytest.MonkeyPatch) -> RecordingLibc:
+    """heap's C library replaced by a recorder (no policy in force when the test starts)."""
+    from tracekit.parsers.kineto import heap
+
+    fake = RecordingLibc()
+    monkeypatch.setattr(heap, "c_library", lambda: fake)
+    assert heap._depth[0] == 0
+    return fake
 
 
 # The longest single tests (or groups), started first so that no worker is left running one

@@ -11,23 +11,7 @@ import pytest
 from tracekit.parsers.kineto import heap
 
 
-class _Libc:
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-
-    def mallopt(self, param: int, value: int) -> int:
-        self.calls.append(("mallopt", param, value))
-        return 1
-
-    def malloc_trim(self, pad: int) -> int:
-        self.calls.append(("malloc_trim", pad))
-        return 1
-
-
-def test_nested_uses_set_the_policy_once_and_trim_at_the_end(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    libc = _Libc()
-    monkeypatch.setattr(heap, "c_library", lambda: libc)
+def test_nested_uses_set_the_policy_once_and_trim_at_the_end(libc: Any) -> None:
     with heap.reused_heap():
         assert libc.calls == [("mallopt", -3, heap.REUSED_BLOCK),
                               ("mallopt", -1, heap.KEPT_TOP)]
@@ -38,9 +22,7 @@ def test_nested_uses_set_the_policy_once_and_trim_at_the_end(
                               ("mallopt", -3, heap.LARGE_BLOCK), ("malloc_trim", 0)]
 
 
-def test_an_error_in_the_body_still_restores(monkeypatch: pytest.MonkeyPatch) -> None:
-    libc = _Libc()
-    monkeypatch.setattr(heap, "c_library", lambda: libc)
+def test_an_error_in_the_body_still_restores(libc: Any) -> None:
     with pytest.raises(ValueError), heap.reused_heap():
         raise ValueError("boom")
     assert libc.calls[-1] == ("malloc_trim", 0)
@@ -76,10 +58,7 @@ def test_numpy_huge_pages_are_off_inside_and_restored_after_the_last_use(
             heap.huge_pages(before)
 
 
-def test_without_trim_the_outermost_use_restores_but_keeps_the_pages(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    libc = _Libc()
-    monkeypatch.setattr(heap, "c_library", lambda: libc)
+def test_without_trim_the_outermost_use_restores_but_keeps_the_pages(libc: Any) -> None:
     with heap.reused_heap(trim=False), heap.reused_heap():  # the inner use's trim is not
         pass  # the outermost's
     assert libc.calls[2:] == [("mallopt", -1, heap.DEFAULT_TRIM),

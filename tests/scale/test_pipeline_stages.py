@@ -21,8 +21,6 @@ from tracekit.pipeline.in_memory import InMemory
 from tracekit.pipeline.partitioned import Partitioned
 from tracekit.schema import EVENTS, PROCESS_GROUPS, RANK_INFO, empty
 
-RUN = "tp4_full_tp"
-
 
 class Recorder(stages.Execution):
     inside: ClassVar[dict[str, str]] = {"measure": "attribute"}
@@ -78,14 +76,6 @@ def test_a_slice_of_the_stages(shown) -> None:
 def test_a_stage_run_inside_another_refuses_a_call_of_its_own() -> None:
     with pytest.raises(NotImplementedError, match="measure inside attribute"):
         Recorder().measure()
-
-
-@pytest.fixture()
-def run_dir(sample_traces: Path) -> Path:
-    path = sample_traces / RUN
-    if not path.is_dir():
-        pytest.skip(f"{path} is absent")
-    return path
 
 
 def test_both_executions_show_the_same_sequence(run_dir: Path, tmp_path: Path, shown) -> None:
