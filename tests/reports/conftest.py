@@ -364,3 +364,103 @@ def fresh_python() -> Callable[[str], None]:
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "ok"
     return run
+
+
+class BokehOracle:
+    """bokeh itself as the reference for tracekit.reports.bokehjs: the same models built as
+    bokeh's Python models, and both documents in one comparable form."""
+
+    @staticmethod
+    def to_bokeh(roots: list[Any]) -> list[Any]:
+        """``roots`` (bokehjs.Model trees) as bokeh models, a model shared between roots one
+        bokeh model: each its bokeh class, built from the same attributes (bokeh validates
+        each, and keeps only those that differ from its defaults)."""
+        import bokeh.models  # noqa: F401  (registers every model class by its name)
+        from bokeh.model import Model as BokehModel
+
+        from tracekit.reports.bokehjs import Map, Model
+
+        classes = BokehModel.model_class_reverse_map
+
+        made: dict[int, Any] = {}
+
+        def convert(v: Any) -> Any:
+            if isinstance(v, Model):
+                if id(v) not in made:
+                    made[id(v)] = classes[v.kind](**{
+                        k: convert(x) for k, x in v.attributes.items()})
+                return made[id(v)]
+            if isinstance(v, Map):
+                return {k: convert(x) for k, x in v.items()}
+            # specs as one writes them for bokeh: a column name, a field through a
+            # transform, a plain value (bokeh keeps them as given, then writes the spec)
+            if isinstance(v, dict) and v.get("type") == "field":
+                if "transform" in v:
+                    return {"field": v["field"], "transform": convert(v["transform"])}
+                return v["field"]
+            if isinstance(v, dict) and v.get("type") == "value":
+                return v["value"]
+            if isinstance(v, (list, tuple)):
+                return [convert(x) for x in v]
+            return v
+
+        return [convert(root) for root in roots]
+
+    @staticmethod
+    def objects(rep: Any) -> dict[str, dict[str, Any]]:
+        """Every model written in full inside the serialised ``rep``, by its id."""
+        found: dict[str, dict[str, Any]] = {}
+
+        def collect(v: Any) -> None:
+            if isinstance(v, dict):
+                if v.get("type") == "object" and "id" in v:
+                    found[v["id"]] = v
+                for x in v.values():
+                    collect(x)
+            elif isinstance(v, list):
+                for x in v:
+                    collect(x)
+
+        collect(rep)
+        return found
+
+    def graph(self, doc: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """A document's roots and models with ids renumbered in one traversal order (each
+        model's attributes by name), so that two writers' documents compare with ==."""
+        found = self.objects(doc["roots"])
+        ids: dict[str, str] = {}
+        models: dict[str, Any] = {}
+
+        def walk(v: Any) -> Any:
+            if isinstance(v, dict):
+                if "id" in v and (set(v) == {"id"} or v.get("type") == "object"):
+                    if v["id"] not in ids:
+                        ids[v["id"]] = new = f"M{len(ids)}"
+                        model = found[v["id"]]
+                        attrs = model.get("attributes", {})
+                        models[new] = (model["name"], {k: walk(attrs[k]) for k in sorted(attrs)})
+                    return ("ref", ids[v["id"]])
+                return {k: walk(v[k]) for k in sorted(v)}
+            if isinstance(v, list):
+                return [walk(x) for x in v]
+            return v
+
+        return [walk(r) for r in doc["roots"]], models
+
+    def bokeh_document(self, roots: list[Any]) -> dict[str, Any]:
+        """bokeh's own document JSON of ``roots`` converted to bokeh models."""
+        import json
+
+        from bokeh.core.json_encoder import serialize_json
+        from bokeh.document import Document
+
+        doc = Document()
+        for root in self.to_bokeh(roots):
+            doc.add_root(root)
+        return json.loads(serialize_json(doc.to_json(deferred=False)))
+
+
+@pytest.fixture(scope="session")
+def bokeh_oracle() -> BokehOracle:
+    pytest.importorskip("bokeh")
+    return BokehOracle()

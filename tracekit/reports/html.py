@@ -1,25 +1,22 @@
-"""The HTML report: one self-contained file (bokeh resources inline, no network) for people.
+"""The HTML report: one self-contained file (BokehJS inline, no network) for people.
 
 Panels, in order: summary cards, coverage (when the results carry a COVERAGE table), colour
 legend, timeline (each communication kernel per rank up to a budget; past it, each rank's busy
 share per kernel class in time bins), per-layer waterfall of the phases with the bound marked,
 time per phase, efficiency against message size with the bound drawn (or why there is none),
 the all-to-all matrix C[i][j], findings, then the other result tables. Each panel is a
-``<section id="panel-KEY">``; its plot is the bokeh root ``tracekit_KEY``, its table the
-element ``tracekit_KEY_table`` (escaped markup, sortable, with a filter box: not a bokeh
-model). A page without any plot is written without bokeh.
+``<section id="panel-KEY">``; its plot is the BokehJS root ``tracekit_KEY``, drawn into the
+element ``tracekit_KEY_plot``, its table the element ``tracekit_KEY_table`` (escaped markup,
+sortable, with a filter box: not a BokehJS model). A page without any plot carries no BokehJS.
 
 Plot data comes from ``plotframes`` / ``plotframes_agg`` (pure); plots from ``html_plots``;
-tables from ``html_tables``; escaped fragments from ``html_parts``. The page template is built
-from fixed panel keys only; trace strings enter as escaped template values or as data that
-bokeh inserts as text.
+tables from ``html_tables``; escaped fragments from ``html_parts``; the BokehJS document from
+``bokehjs`` (no bokeh Python module is imported). The page is built from fixed panel keys
+only; trace strings enter as escaped text or as document data that BokehJS inserts as text.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +25,7 @@ from tracekit.reports import bokeh_plot, frames, views
 from tracekit.reports import html_parts as parts
 from tracekit.reports import plotframes as pf
 from tracekit.reports import plotframes_agg as agg
+from tracekit.reports.bokehjs import Model
 
 TITLE = "tracekit report"
 HTML_TABLE_ROWS = 2000  # rows of an extra table put in the page (all rows are in the JSON)
@@ -37,19 +35,19 @@ _PANEL_RE = "^[a-z0-9_-]+$"
 
 @dataclass(frozen=True)
 class Panel:
-    key: str  # element id suffix and bokeh root name: fixed identifiers only
+    key: str  # element id suffix and BokehJS root name: fixed identifiers only
     title: str  # plain text (escaped when the page is built)
     html: str  # escaped fragment
-    plot: Any = None  # bokeh model named ``tracekit_<key>``, or None
+    plot: Model | None = None  # BokehJS model named ``tracekit_<key>``, or None
     table: str = ""  # escaped fragment: the element ``tracekit_<key>_table``, or ""
 
     @property
-    def roots(self) -> list[Any]:
+    def roots(self) -> list[Model]:
         return [] if self.plot is None else [self.plot]
 
 
 def _table_panel(key: str, title: str, section: views.Section, t0: int, html: str = "",
-                 plot: Any = None) -> Panel:
+                 plot: Model | None = None) -> Panel:
     from tracekit.reports import html_tables
 
     note = parts.note(section.note) if section.note else ""
@@ -185,19 +183,6 @@ def panels(analysis: Analysis, timeline_max: int = pf.TIMELINE_MAX) -> list[Pane
     return out
 
 
-def _template(keys: list[tuple[str, list[str]]]) -> str:
-    """The page body for bokeh's file template: per panel its title, fragment, plot and
-    table; the table script last."""
-    body = []
-    for key, roots in keys:
-        embed = "".join(f"{{{{ embed(roots[{name!r}]) }}}}" for name in roots)
-        body.append(f'<section id="panel-{key}"><h2>{{{{ titles[{key!r}] }}}}</h2>'
-                    f"{{{{ fragments[{key!r}] }}}}{embed}{{{{ tables[{key!r}] }}}}</section>")
-    return ("{% block postamble %}<style>{{ style }}</style>{% endblock %}\n"
-            "{% block contents %}<h1>{{ heading }}</h1>\n" + "\n".join(body)
-            + "\n<script>{{ table_script }}</script>\n{% endblock %}")
-
-
 def _plain_page(page: list[Panel], title: str) -> str:
     """A page without any plot: the same sections and tables, no bokeh (not even imported)."""
     from tracekit.reports import html_tables
@@ -210,64 +195,35 @@ def _plain_page(page: list[Panel], title: str) -> str:
             f"{body}\n<script>{html_tables.SCRIPT}</script>\n</body>\n</html>\n")
 
 
-def _inline_resources() -> Any:
-    """bokeh's inline resources without the external files other libraries' models declare.
-
-    ``Resources.js_files`` lists the ``__javascript__`` URLs of every registered bokeh model
-    class, used or not (panel, when imported by another library, registers an ES-module shim
-    that is not part of this page). The report uses only bokeh's own models, whose code is
-    inline.
-    """
-    from bokeh.resources import Resources
-
-    class SelfContained(Resources):
-        def clone(self, *, components: Any = None) -> Resources:
-            copy = super().clone(components=components)
-            copy.__class__ = SelfContained
-            return copy
-
-        def _collect_external_resources(self, resource_attr: Any) -> list[str]:
-            return []
-
-    return SelfContained(mode="inline")
+# Runs once the page has loaded: BokehJS reads the document (HTML-escaped JSON, which it
+# unescapes) and draws each root into the element named in the render items.
+_EMBED = """(function () {
+  const run = function () {
+    Bokeh.safely(function () {
+      const docs = document.getElementById("tracekit-bokeh-doc").textContent;
+      Bokeh.embed.embed_items(docs, %s);
+    });
+  };
+  if (document.readyState != "loading") run();
+  else document.addEventListener("DOMContentLoaded", run);
+})();"""
+_DOC_ID = "tracekit"  # the one BokehJS document of the page
 
 
-@contextlib.contextmanager
-def _unvalidated() -> Iterator[None]:
-    """bokeh's document validation off while the page is written, unless the user set it.
-
-    Validation walks every model for integrity checks (~15% of writing the page); the
-    report's models are fixed code whose document the tests validate (test_html)."""
-    from bokeh.settings import settings
-
-    setting = settings.perform_document_validation
-    if getattr(setting, "is_set", True) or os.environ.get(setting.env_var or "") is not None:
-        yield
-        return
-    setting.set_value(False)
-    try:
-        yield
-    finally:
-        setting.unset_value()
+def _root_element(key: str) -> str:
+    """The element a panel's plot is drawn into (a fixed identifier: no trace string)."""
+    return f"tracekit_{key}_plot"
 
 
 def render(analysis: Analysis, *, title: str = TITLE, timeline_max: int = pf.TIMELINE_MAX,
            **_options: Any) -> str:
     """The report as one HTML document with every script inline."""
-    from tracekit.reports import bokeh_fast
-
-    # bokeh's per-model repeats skipped while the page is built and written (bokeh_fast)
-    with bokeh_fast.quick():
-        return _render(analysis, title, timeline_max)
-
-
-def _render(analysis: Analysis, title: str, timeline_max: int) -> str:
     import re
 
-    from tracekit.reports import html_tables
+    from tracekit.reports import bokehjs, html_tables
 
     # the summary, the tables and the plots read the same sums; the plots of the page share
-    # their stateless bokeh models
+    # their stateless models
     with frames.shared(), bokeh_plot.page():
         page = panels(analysis, timeline_max)
     for p in page:
@@ -275,22 +231,21 @@ def _render(analysis: Analysis, title: str, timeline_max: int) -> str:
             raise ValueError(f"panel key {p.key!r} is not an identifier")
     if not any(p.roots for p in page):
         return _plain_page(page, title)
-    from bokeh.document import Document
-    from bokeh.embed import file_html
-
-    doc = Document()
-    with doc.models.freeze():  # one walk over the models for all roots, not one per root
-        for model in (m for p in page for m in p.roots):
-            doc.add_root(model)
-    with _unvalidated():
-        return file_html(
-            doc, resources=_inline_resources(), title=title,
-            template=_template([(p.key, [m.name for m in p.roots]) for p in page]),
-            template_variables={
-                "style": parts.STYLE + html_tables.STYLE, "heading": parts.esc(title),
-                "titles": {p.key: parts.esc(p.title) for p in page},
-                "fragments": {p.key: p.html for p in page},
-                "tables": {p.key: p.table for p in page},
-                "table_script": html_tables.SCRIPT,
-            },
-        )
+    code, version = bokehjs.bokeh_js()
+    doc, writer = bokehjs.document([m for p in page for m in p.roots], title=title,
+                                   version=version)
+    drawn = {writer.ref(root): _root_element(p.key) for p in page for root in p.roots}
+    items = [{"docid": _DOC_ID, "roots": drawn, "root_ids": list(drawn)}]
+    body = "\n".join(
+        f'<section id="panel-{p.key}"><h2>{parts.esc(p.title)}</h2>{p.html}'
+        + (f'<div id="{_root_element(p.key)}" style="display: contents;"></div>'
+           if p.roots else "") + f"{p.table}</section>" for p in page)
+    data = bokehjs.script_data(bokehjs.to_json({_DOC_ID: doc}))
+    return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{parts.esc(title)}</title>\n"
+            f"<script>\n/* BokehJS {parts.esc(version)} (bokeh.min.js) */\n{code}\n</script>\n"
+            f"<style>{parts.STYLE}{html_tables.STYLE}</style>\n</head>\n<body>\n"
+            f"<h1>{parts.esc(title)}</h1>\n{body}\n"
+            f"<script>{html_tables.SCRIPT}</script>\n"
+            f'<script type="application/json" id="tracekit-bokeh-doc">{data}</script>\n'
+            f"<script>{_EMBED % bokehjs.to_json(items)}</script>\n</body>\n</html>\n")

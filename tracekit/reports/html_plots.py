@@ -1,8 +1,9 @@
-"""The HTML report's plots: plain bokeh figures (no holoviews: importing it and laying out
-its elements took longer than the rest of the report).
+"""The HTML report's plots: BokehJS figures written as models (``bokeh_plot``, ``bokehjs``;
+no holoviews and no bokeh Python models: importing and building those took longer than the
+rest of the report).
 
 Input frames come from ``plotframes`` (pure); this module only draws. Hover tooltips are
-(label, "@column") pairs: bokeh inserts those values as escaped text, never as HTML, so a
+(label, "@column") pairs: BokehJS inserts those values as escaped text, never as HTML, so a
 kernel named ``<script>...`` shows as written. No tooltip uses the ``{safe}`` format.
 """
 
@@ -14,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit import schema as s
-from tracekit.reports import bokeh_load
 from tracekit.reports import bokeh_plot as bp
 from tracekit.reports import plotframes as pf
+from tracekit.reports.bokehjs import Map, Model, field, value
 
 WIDTH = 1150
 GROUP_COLORS = {  # fixed per communicator, so reports of different runs agree
@@ -84,16 +85,41 @@ def ms_ticks() -> Any:
     return _formatter(_MS_TICKS)
 
 
-def _log_ticks() -> Any:
-    from bokeh.models import LogTicker
-
-    return LogTicker(mantissas=[1, 2, 5])
+def _log_ticks() -> Model:
+    return Model("LogTicker", mantissas=list(bp.MANTISSAS))
 
 
-def _fixed_ticks(ticks: list[int]) -> Any:
-    from bokeh.models import FixedTicker
+def _fixed_ticks(ticks: list[int]) -> Model:
+    return Model("FixedTicker", ticks=ticks or [0], minor_ticks=[])
 
-    return FixedTicker(ticks=ticks or [0])
+
+def _range(start: float, end: float) -> Model:
+    return Model("Range1d", start=float(start), end=float(end))
+
+
+def _factors(factors: list[str]) -> Model:
+    return Model("FactorRange", factors=factors)
+
+
+def _from_zero() -> Model:
+    return Model("DataRange1d", start=0)
+
+
+def _legend(items: list[Model], location: str | None = None) -> Model:
+    return Model("Legend", **({} if location is None else {"location": location}),
+                 items=items)
+
+
+def _item(label: str, renderers: list[Model], index: int | None = None) -> Model:
+    return Model("LegendItem", label=value(label), renderers=renderers,
+                 **({} if index is None else {"index": index}))
+
+
+def _color(spec: str | dict[str, Any]) -> dict[str, Any]:
+    """A colour data spec: a column of colours (``pf.COLOR``), a mapped field, or a colour."""
+    if isinstance(spec, dict):
+        return spec
+    return field(spec) if spec == pf.COLOR else value(spec)
 
 
 def _rank_ticks(ranks: list[int]) -> list[int]:
@@ -108,28 +134,27 @@ _ZOOM_X = ("xwheel_zoom", "xpan", "box_zoom", "reset", "save")
 
 def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: list[int],
            line_width: float, color: Any = pf.COLOR, formatters: dict[str, Any] | None = None,
-           ) -> Any:
+           ) -> Model:
     """Rectangles (x0..x1, y0..y1; ``color`` a colour column or a colour mapping) per rank,
-    rank 0 on top, as a plain bokeh figure: holoviews would validate the colour of each of
-    thousands of rectangles one by one, which took most of a big run's report time."""
-    from bokeh.models import Quad, Range1d
-
+    rank 0 on top: holoviews would validate the colour of each of thousands of rectangles
+    one by one, which took most of a big run's report time."""
     lo, hi = (min(ranks), max(ranks)) if ranks else (0, 0)
     fig = bp.figure(
         width=WIDTH, height=height, tools=_ZOOM_X, active_scroll="xwheel_zoom",
         x=bp.Axis("time since the trace start", formatter=ms_ticks(), grid=_FAINT),
-        y=bp.Axis("rank", Range1d(hi + 0.5, lo - 0.5),  # inverted: rank 0 at the top
+        y=bp.Axis("rank", _range(hi + 0.5, lo - 0.5),  # inverted: rank 0 at the top
                   ticker=_fixed_ticks(_rank_ticks(ranks)), grid=_FAINT),
         name=root_name("timeline"))
-    glyphs = bp.draw(fig, Quad(left=pf.X0, right=pf.X1, bottom=pf.Y0, top=pf.Y1,
-                               fill_color=color, line_color=color, line_width=line_width),
+    spec = _color(color)
+    glyphs = bp.draw(fig, Model("Quad", left=field(pf.X0), right=field(pf.X1),
+                                bottom=field(pf.Y0), top=field(pf.Y1), line_color=spec,
+                                line_width=value(line_width), fill_color=spec),
                      bp.source(df))
     bp.hover(fig, [glyphs], tips, formatters)
     return fig
 
 
-def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
-    bokeh_load.load()
+def timeline(sampled: pf.Sampled, ranks: list[int]) -> Model:
     tips = tooltips([
         ("kernel", s.NAME), ("op", s.OP), ("bytes", pf.BYTES_TXT), ("group", s.GROUP),
         ("path", s.PATH), ("efficiency", pf.EFF_TXT), ("wait", pf.WAIT_TXT),
@@ -140,14 +165,11 @@ def timeline(sampled: pf.Sampled, ranks: list[int]) -> Any:
 _CLASS_NAME = "return names[value] ?? String(value);"  # a class code's name (fixed names)
 
 
-def occupancy(occ: Any, ranks: list[int]) -> Any:
+def occupancy(occ: Any, ranks: list[int]) -> Model:
     """Per rank, stacked busy share of each kernel class per time bin: one data source, the
     class sent as its small-integer code (binary, not a list of strings), its colour mapped
     from the code and its name, the share and the bin formatted in the browser's tooltip
     (no text column per rectangle)."""
-    bokeh_load.load()
-    from bokeh.models import CustomJSHover, LinearColorMapper
-
     from tracekit.reports import plotframes_agg as agg
 
     classes = list(agg.CLASS_COLORS)
@@ -155,12 +177,12 @@ def occupancy(occ: Any, ranks: list[int]) -> Any:
     frame = occ.frame.assign(**{s.KERNEL_CLASS: code.astype(np.int8),
                                 s.RANK: occ.frame[s.RANK].astype(np.int32)})
     other = agg.CLASS_COLORS[s.KernelClass.OTHER]
-    mapper = LinearColorMapper(palette=[agg.CLASS_COLORS[c] for c in classes], low=-0.5,
-                               high=len(classes) - 0.5, low_color=other, high_color=other,
-                               nan_color=other)
-    color = {"field": s.KERNEL_CLASS, "transform": mapper}
-    at = CustomJSHover(code=_HOVER_MS)
-    name = CustomJSHover(code=_CLASS_NAME, args={"names": classes})
+    mapper = Model("LinearColorMapper", palette=[agg.CLASS_COLORS[c] for c in classes],
+                   nan_color=other, low=-0.5, high=len(classes) - 0.5, low_color=other,
+                   high_color=other)
+    color = field(s.KERNEL_CLASS, mapper)
+    at = Model("CustomJSHover", code=_HOVER_MS)
+    name = Model("CustomJSHover", args=Map({"names": classes}), code=_CLASS_NAME)
     tips = [*tooltips([("rank", s.RANK)]), ("class", f"@{{{s.KERNEL_CLASS}}}{{custom}}"),
             ("busy", f"@{{{agg.SHARE}}}{{0%}}"), ("from", f"@{{{pf.X0}}}{{custom}}"),
             ("to", f"@{{{pf.X1}}}{{custom}}")]
@@ -169,11 +191,8 @@ def occupancy(occ: Any, ranks: list[int]) -> Any:
                                            f"@{{{s.KERNEL_CLASS}}}": name})
 
 
-def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
+def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Model:
     """Per layer (one row each), the phases' parts end to end; a black tick marks the bound."""
-    bokeh_load.load()
-    from bokeh.models import Quad, Range1d, Segment
-
     from tracekit.reports import plotframes_agg as agg
 
     layers = sorted(int(v) for v in wf[s.LAYER].unique())
@@ -183,51 +202,50 @@ def waterfall(wf: pd.DataFrame, bounds: pd.DataFrame) -> Any:
         width=WIDTH, height=max(200, min(1400, 30 * len(layers) + 90)), tools=_ZOOM_X,
         active_scroll="xwheel_zoom",
         x=bp.Axis("time per rank within the layer", formatter=ms_ticks(), grid=_FAINT),
-        y=bp.Axis("layer", Range1d(hi + 0.5, lo - 0.5),  # inverted: the first layer on top
+        y=bp.Axis("layer", _range(hi + 0.5, lo - 0.5),  # inverted: the first layer on top
                   ticker=_fixed_ticks(_rank_ticks(layers)), grid=_FAINT),
         name=root_name("waterfall"))
-    rects = bp.draw(fig, Quad(left=agg.START_MS, right=agg.END_MS, bottom=pf.Y0, top=pf.Y1,
-                              fill_color=pf.COLOR, line_color="white", line_width=1),
-                    bp.source(df))
+    rects = bp.draw(fig, Model("Quad", left=field(agg.START_MS), right=field(agg.END_MS),
+                               bottom=field(pf.Y0), top=field(pf.Y1), line_color=value("white"),
+                               fill_color=field(pf.COLOR)), bp.source(df))
     bp.hover(fig, [rects], tooltips([
         ("layer", s.LAYER), ("phase", s.PHASE), ("part", agg.SEGMENT),
         ("time per rank", agg.MS_TXT), ("bound", agg.BOUND_TXT), ("paths", agg.PATHS)]))
     if len(bounds):
         b = bounds.assign(**{pf.Y0: bounds[s.LAYER] - 0.46, pf.Y1: bounds[s.LAYER] + 0.46})
-        ticks = bp.draw(fig, Segment(x0=agg.BOUND_MS, y0=pf.Y0, x1=agg.BOUND_MS, y1=pf.Y1,
-                                     line_color="black", line_width=3), bp.source(b))
+        ticks = bp.draw(fig, Model("Segment", x0=field(agg.BOUND_MS), y0=field(pf.Y0),
+                                   x1=field(agg.BOUND_MS), y1=field(pf.Y1),
+                                   line_width=value(3)), bp.source(b))
         bp.hover(fig, [ticks], tooltips([
             ("bound of", s.PHASE), ("layer", s.LAYER), ("bound", agg.BOUND_TXT),
             ("paths", agg.PATHS)]))
     return fig
 
 
-def phase_bars(parts: pd.DataFrame) -> Any:
+def phase_bars(parts: pd.DataFrame) -> Model:
     """Per phase, its parts stacked (one bar each, in the frame's order), legend on the right."""
-    bokeh_load.load()
-    from bokeh.models import DataRange1d, FactorRange, HoverTool, Legend, LegendItem, VBar
-
     phases = [str(p) for p in pd.unique(parts[s.PHASE].astype(str))]
     df = parts.assign(**{s.PHASE: parts[s.PHASE].astype(str)})
     ms = df[pf.MS_PER_RANK].astype(float).fillna(0.0)
     top = ms.groupby(df[s.PHASE], sort=False).cumsum()
     df = df.assign(**{"_bottom": top - ms, "_top": top, "_width": 0.8,
                       pf.COLOR: df[pf.PART].map(pf.PART_COLORS).fillna("#888888")})
-    hover = HoverTool(tooltips=tooltips([("phase", s.PHASE), ("part", pf.PART),
-                                         ("time per rank", pf.MS_PER_RANK)]))
+    hover = bp.hover_tool(tooltips([("phase", s.PHASE), ("part", pf.PART),
+                                    ("time per rank", pf.MS_PER_RANK)]))
     fig = bp.figure(
         width=WIDTH, height=380, tools=(hover, "save", "reset"),
-        x=bp.Axis("phase", FactorRange(factors=phases), kind="categorical",
+        x=bp.Axis("phase", _factors(phases), kind="categorical",
                   grid={"grid_line_color": None}),
-        y=bp.Axis("time per rank", DataRange1d(start=0), formatter=ms_ticks()),
+        y=bp.Axis("time per rank", _from_zero(), formatter=ms_ticks()),
         name=root_name("phases"))
-    bars = bp.draw(fig, VBar(x=s.PHASE, bottom="_bottom", top="_top", width="_width",
-                             fill_color=pf.COLOR, line_color="white"), bp.source(df))
-    hover.renderers = [bars]
+    bars = bp.draw(fig, Model("VBar", x=field(s.PHASE), width=field("_width"),
+                              bottom=field("_bottom"), top=field("_top"),
+                              line_color=value("white"), fill_color=field(pf.COLOR)),
+                   bp.source(df))
+    hover["renderers"] = [bars]
     names = [str(p) for p in pd.unique(df[pf.PART])]
     index = {name: int(np.flatnonzero(df[pf.PART].to_numpy() == name)[0]) for name in names}
-    fig.right.append(Legend(items=[LegendItem(label=name, renderers=[bars], index=index[name])
-                                   for name in names]))
+    fig.append("right", _legend([_item(name, [bars], index[name]) for name in names]))
     return fig
 
 
@@ -237,18 +255,16 @@ def _log_range(lo: float, hi: float, must: tuple[float, ...] = ()) -> tuple[floa
 
 
 def _log_figure(title: str, ylabel: str, yformatter: Any, x_range: tuple[float, float],
-                y_range: tuple[float, float], xformatter: Any, ticker: Any) -> Any:
+                y_range: tuple[float, float], xformatter: Any, ticker: Any) -> Model:
     """A log-log figure; its axes' ``ticker`` and the x axis' ``xformatter`` are models the
     caller shares between the figures of one panel (stateless: one model serialised, not
     one per axis)."""
-    from bokeh.models import Range1d
-
     return bp.figure(
         width=WIDTH // 2, height=420, title=title,
         tools=("wheel_zoom", "pan", "box_zoom", "reset", "save"), active_scroll="wheel_zoom",
-        x=bp.Axis("message size S (nccl-tests)", Range1d(*x_range), kind="log", ticker=ticker,
+        x=bp.Axis("message size S (nccl-tests)", _range(*x_range), kind="log", ticker=ticker,
                   formatter=xformatter, grid=_FAINT),
-        y=bp.Axis(ylabel, Range1d(*y_range), kind="log", ticker=ticker, formatter=yformatter,
+        y=bp.Axis(ylabel, _range(*y_range), kind="log", ticker=ticker, formatter=yformatter,
                   grid=_FAINT))
 
 
@@ -261,16 +277,13 @@ def _first_rows(keys: pd.Series, names: list[str]) -> list[int]:
     return [int(np.flatnonzero(values == name)[0]) for name in names]
 
 
-def efficiency(groups: pd.DataFrame) -> Any:
+def efficiency(groups: pd.DataFrame) -> Model:
     """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s.
 
     Plain bokeh figures with one data source for the markers of every communicator and op
     (coloured per row, a legend item per key pointing at one of its rows) and one for the
     bound curves: the number of bokeh models, which the page's build time follows, does not
     grow with the number of keys."""
-    bokeh_load.load()
-    from bokeh.models import Legend, LegendItem, MultiLine, Row, Scatter, Segment, Span
-
     from tracekit.reports import plotframes_agg as agg
 
     keys = sorted(set(groups[pf.KEY]))
@@ -293,103 +306,101 @@ def efficiency(groups: pd.DataFrame) -> Any:
                         "algorithm bandwidth S / time", _formatter(_GBPS_TICKS), xr, bw_range,
                         sizes, ticker)
     src = bp.source(df)
-    bp.draw(left, Segment(x0=s.MSG_BYTES, y0=agg.EFF_MIN, x1=s.MSG_BYTES, y1=agg.EFF_MAX,
-                          line_color=pf.COLOR, line_width=2, line_alpha=0.6), src)
+    bp.draw(left, _whisker(agg.EFF_MIN, agg.EFF_MAX), src)
     medians = bp.draw(left, _dots(agg.EFF_MED), src)
-    bp.draw(right, Segment(x0=s.MSG_BYTES, y0=agg.BW_MIN, x1=s.MSG_BYTES, y1=agg.BW_MAX,
-                           line_color=pf.COLOR, line_width=2, line_alpha=0.6), src)
+    bp.draw(right, _whisker(agg.BW_MIN, agg.BW_MAX), src)
     achieved = bp.draw(right, _dots(agg.BW_MED), src)
     bound = (df.groupby([pf.KEY, s.MSG_BYTES], sort=True)[pf.BOUND_GBPS].median()
              .reset_index())
     bound = bound.assign(**{pf.COLOR: bound[pf.KEY].map(cmap)})
     by_key = bound.groupby(pf.KEY, sort=True)
-    curves = bp.draw(right, MultiLine(xs=XS, ys=YS, line_color=pf.COLOR, line_dash="dashed",
-                                      line_width=2), bp.source(pd.DataFrame({
+    curves = bp.draw(right, Model("MultiLine", xs=field(XS), ys=field(YS),
+                                  line_color=field(pf.COLOR), line_width=value(2),
+                                  line_dash=value("dashed")), bp.source(pd.DataFrame({
         XS: [g[s.MSG_BYTES].to_numpy() for _, g in by_key],
         YS: [g[pf.BOUND_GBPS].to_numpy() for _, g in by_key],
         pf.COLOR: [cmap[k] for k, _ in by_key]})))
     # fill_color: what bokeh.plotting gives a glyph without one (drawn with fill_alpha 0)
-    bp.draw(right, Scatter(x=s.MSG_BYTES, y=pf.BOUND_GBPS, marker="diamond", size=12,
-                           line_color=pf.COLOR, fill_color="#1f77b4", fill_alpha=0),
-            bp.source(bound))
+    bp.draw(right, Model("Scatter", x=field(s.MSG_BYTES), y=field(pf.BOUND_GBPS),
+                         size=value(12), line_color=field(pf.COLOR),
+                         fill_color=value("#1f77b4"), fill_alpha=value(0),
+                         marker=value("diamond")), bp.source(bound))
     first = _first_rows(df[pf.KEY], keys)
-    left.center.append(Legend(location="bottom_right", items=[
-        LegendItem(label=k, renderers=[medians], index=i) for k, i in zip(keys, first,
-                                                                          strict=True)]))
-    right.center.append(Legend(location="bottom_right", items=[
+    left.append("center", _legend([_item(k, [medians], i)
+                                   for k, i in zip(keys, first, strict=True)], "bottom_right"))
+    right.append("center", _legend([
         item for n, (k, i) in enumerate(zip(keys, first, strict=True))
-        for item in (LegendItem(label=f"{k} achieved", renderers=[achieved], index=i),
-                     LegendItem(label=f"{k} bound", renderers=[curves], index=n))]))
-    left.center.append(Span(location=1.0, dimension="width", line_color="#444444",
-                            line_dash="dashed", line_width=1.5))
+        for item in (_item(f"{k} achieved", [achieved], i), _item(f"{k} bound", [curves], n))],
+        "bottom_right"))
+    # bokeh writes the line dash "dashed" of a Span as its pattern [6]
+    left.append("center", Model("Span", location=1.0, line_color="#444444", line_width=1.5,
+                                line_dash=[6]))
     bp.hover(left, [medians], tips)
     bp.hover(right, [achieved], tips)
-    return Row(children=[left, right], name=root_name("efficiency"))
+    return Model("Row", name=root_name("efficiency"), children=[left, right])
 
 
-def _dots(y: str) -> Any:
+def _whisker(low: str, high: str) -> Model:
+    """The efficiency panel's min-max whisker at each message size, coloured per row."""
+    return Model("Segment", x0=field(s.MSG_BYTES), y0=field(low), x1=field(s.MSG_BYTES),
+                 y1=field(high), line_color=field(pf.COLOR), line_alpha=value(0.6),
+                 line_width=value(2))
+
+
+def _dots(y: str) -> Model:
     """The efficiency panel's markers: message size across, ``y`` up, coloured per row."""
-    from bokeh.models import Scatter
+    return Model("Scatter", x=field(s.MSG_BYTES), y=field(y), size=value(9),
+                 line_color=field(pf.COLOR), fill_color=field(pf.COLOR),
+                 hatch_color=field(pf.COLOR))
 
-    return Scatter(x=s.MSG_BYTES, y=y, size=9, fill_color=pf.COLOR, line_color=pf.COLOR,
-                   hatch_color=pf.COLOR)
+
+def _viridis() -> list[str]:
+    """The 256 colours of the viridis map (the palette bokeh names Viridis256)."""
+    from importlib.resources import files
+
+    text = files("tracekit.reports").joinpath("data/viridis256.txt").read_text("ascii")
+    return text.split()
 
 
-def a2a(data: pf.A2A) -> Any:
+def a2a(data: pf.A2A) -> Model:
     """Left: the C[i][j] heat map (source rank i down, destination j across); right: bytes
     sent and received per rank."""
-    bokeh_load.load()
-    from bokeh.core.properties import value
-    from bokeh.models import (
-        ColorBar,
-        DataRange1d,
-        FactorRange,
-        HoverTool,
-        Legend,
-        LegendItem,
-        LinearColorMapper,
-        Range1d,
-        Rect,
-        Row,
-        VBar,
-    )
-    from bokeh.palettes import Viridis256
-    from bokeh.transform import dodge
-
     ranks = sorted(int(r) for r in set(data.matrix[s.SRC_RANK]) | set(data.matrix[s.DST_RANK]))
     ticks = _fixed_ticks(_rank_ticks(ranks))  # one ticker for both axes
     lo, hi = (min(ranks), max(ranks)) if ranks else (0, 0)
     m = data.matrix.assign(**{s.MSG_BYTES: data.matrix[s.MSG_BYTES].astype(float)})
-    mapper = LinearColorMapper(palette=Viridis256, low=float(m[s.MSG_BYTES].min()),
-                               high=float(m[s.MSG_BYTES].max()))
-    hover = HoverTool(tooltips=tooltips([(s.DST_RANK, s.DST_RANK), (s.SRC_RANK, s.SRC_RANK),
-                                         (s.MSG_BYTES, s.MSG_BYTES)]))
+    mapper = Model("LinearColorMapper", palette=_viridis(), low=float(m[s.MSG_BYTES].min()),
+                   high=float(m[s.MSG_BYTES].max()))
+    hover = bp.hover_tool(tooltips([(s.DST_RANK, s.DST_RANK), (s.SRC_RANK, s.SRC_RANK),
+                                    (s.MSG_BYTES, s.MSG_BYTES)]))
     heat = bp.figure(
         width=WIDTH // 2 + 60, height=480, tools=(hover, "save", "reset"),
         title=f"C[i][j] bytes, summed over {data.instances} all-to-all instance(s)",
-        x=bp.Axis("destination rank j", Range1d(lo - 0.5, hi + 0.5), ticker=ticks),
-        y=bp.Axis("source rank i", Range1d(hi + 0.5, lo - 0.5), ticker=ticks))
-    hover.renderers = [bp.draw(heat, Rect(
-        x=s.DST_RANK, y=s.SRC_RANK, width=1, height=1, line_color=None,
-        fill_color={"field": s.MSG_BYTES, "transform": mapper}), bp.source(m))]
-    heat.right.append(ColorBar(color_mapper=mapper, formatter=bytes_ticks()))
+        x=bp.Axis("destination rank j", _range(lo - 0.5, hi + 0.5), ticker=ticks),
+        y=bp.Axis("source rank i", _range(hi + 0.5, lo - 0.5), ticker=ticks))
+    hover["renderers"] = [bp.draw(heat, Model(
+        "Rect", x=field(s.DST_RANK), y=field(s.SRC_RANK), width=value(1), height=value(1),
+        line_color=value(None), fill_color=field(s.MSG_BYTES, mapper)), bp.source(m))]
+    heat.append("right", Model("ColorBar", formatter=bytes_ticks(),
+                               major_label_policy=Model("NoOverlap"), color_mapper=mapper))
     per = data.per_rank.assign(**{s.RANK: data.per_rank[s.RANK].astype(int).astype(str)})
-    hover = HoverTool(tooltips=tooltips([(s.RANK, s.RANK), (s.SEND_BYTES, s.SEND_BYTES),
-                                         (s.RECV_BYTES, s.RECV_BYTES)]))
-    factors = FactorRange(factors=list(per[s.RANK]))
+    hover = bp.hover_tool(tooltips([(s.RANK, s.RANK), (s.SEND_BYTES, s.SEND_BYTES),
+                                    (s.RECV_BYTES, s.RECV_BYTES)]))
+    factors = _factors(list(per[s.RANK]))
     bars = bp.figure(
         width=WIDTH // 2 - 60, height=480, tools=(hover, "save", "reset"),
         title="bytes sent and received per rank",
         x=bp.Axis("rank", factors, kind="categorical", grid={"grid_line_color": None},
                   props={"major_label_orientation": np.pi / 2}),
-        y=bp.Axis("bytes", DataRange1d(start=0), formatter=bytes_ticks()))
+        y=bp.Axis("bytes", _from_zero(), formatter=bytes_ticks()))
     src = bp.source(per)
-    hover.renderers = [
-        bp.draw(bars, VBar(x=dodge(s.RANK, offset, range=factors), top=col, width=0.4,
-                           fill_color=color, line_color=color, hatch_color=color), src)
+    drawn = [
+        bp.draw(bars, Model("VBar", x=field(s.RANK, Model("Dodge", value=offset, range=factors)),
+                            width=value(0.4), top=field(col), line_color=value(color),
+                            fill_color=value(color), hatch_color=value(color)), src)
         for col, offset, color in ((s.SEND_BYTES, -0.2, "#4c78a8"),
                                    (s.RECV_BYTES, 0.2, "#f58518"))]
-    bars.center.append(Legend(items=[
-        LegendItem(label=value(col), renderers=[r])
-        for col, r in zip((s.SEND_BYTES, s.RECV_BYTES), hover.renderers, strict=True)]))
-    return Row(children=[heat, bars], name=root_name("a2a"))
+    hover["renderers"] = drawn
+    bars.append("center", _legend([
+        _item(col, [r]) for col, r in zip((s.SEND_BYTES, s.RECV_BYTES), drawn, strict=True)]))
+    return Model("Row", name=root_name("a2a"), children=[heat, bars])

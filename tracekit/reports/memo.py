@@ -64,6 +64,11 @@ def _versions() -> tuple[tuple[str, str], ...]:
             *((lib, found.get(_dist_name(lib), "-")) for lib in LIBS))
 
 
+def installed_version(lib: str) -> str:
+    """The installed version of ``lib`` (one of LIBS; "-": not installed), as above."""
+    return dict(_versions())[lib]
+
+
 @dataclass(frozen=True)
 class ReportMemo:
     """Rendered reports of the derived entry ``key`` of ``cache_dir``."""
