@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tracekit import reports
@@ -79,7 +80,8 @@ def test_values_are_encoded_as_bokeh_encodes_them(bokeh_oracle):
     Map(), Map({"a": 1, "b": [1.5, math.nan]}), [math.inf, -math.inf, 2**53, -(2**60), None],
     (1, "x", True), np.float32(2.5), np.int64(7), np.array(3.0), np.zeros((2, 3)),
     np.array([], dtype=np.int64), np.array([1, 2**33], dtype=np.uint64),
-    np.array(["a", None], dtype=object)], ids=repr)
+    np.array(["a", None], dtype=object), pd.array([1, None, 3], dtype="Int64").to_numpy(),
+    pd.Series(["x", None], dtype="string").to_numpy()], ids=repr)
 @pytest.mark.filterwarnings("ignore:out of range integer")
 def test_a_value_is_what_bokehs_serialiser_makes_of_it(v):
     # GIVEN a value WHEN encoded by tracekit and by bokeh's Serializer (a Map as the dict

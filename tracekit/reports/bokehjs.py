@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 # bokeh's own array compression for embedded documents (its settings.compression_level
 # default, and the fixed mtime that keeps a document the same from run to run)
@@ -81,7 +82,7 @@ class Model:
                 todo.extend(reversed(list(item.attributes.values())))
             elif isinstance(item, (list, tuple)):
                 todo.extend(reversed(item))
-            elif isinstance(item, (dict, Map)):
+            elif isinstance(item, dict):
                 todo.extend(reversed(list(item.values())))
 
     def select(self, kind: str) -> list[Model]:
@@ -158,6 +159,8 @@ class Writer:
             return self._model(v)
         if v is None or isinstance(v, (bool, str)):
             return v
+        if v is pd.NA:  # a missing value of a nullable column: null, as bokeh writes it
+            return None
         if isinstance(v, int):
             return _int(v)
         if isinstance(v, float):

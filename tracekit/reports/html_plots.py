@@ -72,16 +72,16 @@ return tick >= 1 ? p(tick, 3) + " GB/s" : p(tick * 1000, 3) + " MB/s";
 """
 
 
-def _formatter(code: str) -> Any:
+def _formatter(code: str) -> Model:
     """This page's tick formatter running ``code`` (one model per code on a page)."""
     return bp.shared().formatter(code)
 
 
-def bytes_ticks() -> Any:
+def bytes_ticks() -> Model:
     return _formatter(_BYTES_TICKS)
 
 
-def ms_ticks() -> Any:
+def ms_ticks() -> Model:
     return _formatter(_MS_TICKS)
 
 
@@ -115,13 +115,6 @@ def _item(label: str, renderers: list[Model], index: int | None = None) -> Model
                  **({} if index is None else {"index": index}))
 
 
-def _color(spec: str | dict[str, Any]) -> dict[str, Any]:
-    """A colour data spec: a column of colours (``pf.COLOR``), a mapped field, or a colour."""
-    if isinstance(spec, dict):
-        return spec
-    return field(spec) if spec == pf.COLOR else value(spec)
-
-
 def _rank_ticks(ranks: list[int]) -> list[int]:
     """Integer rank ticks: every rank up to 32, then a regular subset."""
     step = max(1, -(-len(ranks) // 32))
@@ -133,9 +126,9 @@ _ZOOM_X = ("xwheel_zoom", "xpan", "box_zoom", "reset", "save")
 
 
 def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: list[int],
-           line_width: float, color: Any = pf.COLOR, formatters: dict[str, Any] | None = None,
-           ) -> Model:
-    """Rectangles (x0..x1, y0..y1; ``color`` a colour column or a colour mapping) per rank,
+           line_width: float, color: dict[str, Any] | None = None,
+           formatters: dict[str, Model] | None = None) -> Model:
+    """Rectangles (x0..x1, y0..y1; ``color`` a colour spec, None: the colour column) per rank,
     rank 0 on top: holoviews would validate the colour of each of thousands of rectangles
     one by one, which took most of a big run's report time."""
     lo, hi = (min(ranks), max(ranks)) if ranks else (0, 0)
@@ -145,7 +138,7 @@ def _quads(df: pd.DataFrame, tips: list[tuple[str, str]], height: int, ranks: li
         y=bp.Axis("rank", _range(hi + 0.5, lo - 0.5),  # inverted: rank 0 at the top
                   ticker=_fixed_ticks(_rank_ticks(ranks)), grid=_FAINT),
         name=root_name("timeline"))
-    spec = _color(color)
+    spec = field(pf.COLOR) if color is None else color
     glyphs = bp.draw(fig, Model("Quad", left=field(pf.X0), right=field(pf.X1),
                                 bottom=field(pf.Y0), top=field(pf.Y1), line_color=spec,
                                 line_width=value(line_width), fill_color=spec),
@@ -280,9 +273,9 @@ def _first_rows(keys: pd.Series, names: list[str]) -> list[int]:
 def efficiency(groups: pd.DataFrame) -> Model:
     """Left: efficiency (median, min-max whisker) per size; right: achieved and bound GB/s.
 
-    Plain bokeh figures with one data source for the markers of every communicator and op
-    (coloured per row, a legend item per key pointing at one of its rows) and one for the
-    bound curves: the number of bokeh models, which the page's build time follows, does not
+    Figures with one data source for the markers of every communicator and op (coloured per
+    row, a legend item per key pointing at one of its rows) and one for the bound curves:
+    the number of models, which the page's size and draw time follow, does not
     grow with the number of keys."""
     from tracekit.reports import plotframes_agg as agg
 
